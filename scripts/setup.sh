@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs what the project needs on Debian 12, idempotently: system packages through apt-get (only those
+# missing) and the Python packages into the project's venv (only when pyproject.toml changed).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VENV=${VENV:-.venv}
+PYTHON=${PYTHON:-python3}
+APT_PACKAGES=(python3-venv python3-pip iproute2 tcpdump ethtool)
+
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+    echo "setup: apt-get install ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q
+    apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+if [[ ! -x $VENV/bin/python ]]; then
+    echo "setup: creating $VENV"
+    "$PYTHON" -m venv "$VENV"
+fi
+stamp=$VENV/.installed-$(sha256sum pyproject.toml | cut -c1-16)
+if [[ ! -e $stamp ]]; then
+    echo "setup: pip install -e .[dev] into $VENV"
+    "$VENV/bin/python" -m pip install -q --upgrade pip
+    "$VENV/bin/python" -m pip install -q -e '.[dev]'
+    rm -f "$VENV"/.installed-*
+    touch "$stamp"
+fi
