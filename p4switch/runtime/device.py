@@ -1,0 +1,54 @@
+"""One switch device: the running engine program and where the frames it emits go.
+
+The data plane (AF_PACKET ports) and the P4Runtime server (PacketOut) both feed frames in through
+``process``; frames for the CPU port go to ``to_cpu`` (the server turns them into PacketIn), all others to
+``transmit`` (the data plane sends them on the port's interface)."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable
+
+from p4switch.engine import api as engine
+
+
+def _discard(*_: object) -> None:
+    """Default sink until the data plane / the server plug in."""
+
+
+class Device:
+    """The engine program of one device (None until a pipeline is loaded) and its frame routing."""
+
+    def __init__(self, device_id: int, cpu_port: int | None, log: logging.Logger) -> None:
+        self.device_id = device_id
+        self.cpu_port = cpu_port
+        self.log = log
+        self.switch: engine.Switch | None = None
+        self.device_config = b""
+        """the program JSON the running switch was loaded from"""
+        self.transmit: Callable[[int, bytes], None] = _discard
+        self.to_cpu: Callable[[bytes], None] = _discard
+        self.stats: Counter[str] = Counter()
+
+    def load(self, program: bytes) -> engine.Switch:
+        """A new engine switch for ``program`` (not yet running). Raises engine.ProgramError."""
+        return engine.Switch.load(program, log=self.log.getChild("engine"))
+
+    def install(self, switch: engine.Switch, program: bytes) -> None:
+        """Make ``switch`` the running program: frames from now on go through it."""
+        self.switch = switch
+        self.device_config = program
+        self.log.info("pipeline installed (%d bytes of program JSON)", len(program))
+
+    def process(self, port: int, frame: bytes) -> None:
+        """Run one frame that arrived on ``port`` through the pipeline and send what comes out."""
+        switch = self.switch
+        if switch is None:
+            self.stats["no_pipeline"] += 1
+            return
+        for out_port, data in switch.process(port, frame):
+            if out_port == self.cpu_port:
+                self.to_cpu(data)
+            else:
+                self.transmit(out_port, data)
