@@ -1,0 +1,177 @@
+"""Packet I/O of the p4switch process: one AF_PACKET raw socket per ``-i PORT@IFACE``, one receive loop.
+
+Frames are received into one preallocated buffer (``recv_into``), run through the device's pipeline and
+the frames that come out are sent on their egress port's socket. Interfaces are put in promiscuous mode
+through a packet-socket membership (undone by the kernel when the socket closes). The kernel is asked not
+to loop our own transmissions back (PACKET_IGNORE_OUTGOING); where it cannot, outgoing frames are
+recognised by their packet type and skipped. Optionally every frame is written to
+``<iface>_in.pcap`` / ``<iface>_out.pcap`` as BMv2's ``--pcap`` does."""
+
+from __future__ import annotations
+
+import logging
+import os
+import select
+import socket
+import struct
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import BinaryIO
+
+from p4switch.runtime.device import Device
+
+ETH_P_ALL = 0x0003
+SOL_PACKET = 263
+PACKET_ADD_MEMBERSHIP = 1
+PACKET_MR_PROMISC = 1
+PACKET_IGNORE_OUTGOING = 23
+PACKET_OUTGOING = 4
+MAX_FRAME = 65536
+BURST = 64
+"""Frames drained from one ready socket before polling again (keeps ports fair)."""
+
+
+class PcapFile:
+    """A minimal pcap writer (Ethernet link type), flushed per frame so a killed switch leaves a
+    readable capture."""
+
+    def __init__(self, path: str) -> None:
+        self._file: BinaryIO = open(path, "wb")  # noqa: SIM115 - closed in close()
+        self._file.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, MAX_FRAME, 1))
+
+    def write(self, frame: bytes | memoryview) -> None:
+        now = time.time()
+        sec = int(now)
+        self._file.write(struct.pack("<IIII", sec, int((now - sec) * 1e6), len(frame), len(frame)))
+        self._file.write(frame)
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+@dataclass
+class Port:
+    number: int
+    iface: str
+    sock: socket.socket
+    filter_outgoing: bool
+    """True when the kernel could not be told to drop our own transmissions (old kernels)."""
+    stats: Counter[str] = field(default_factory=Counter)
+    pcap_in: PcapFile | None = None
+    pcap_out: PcapFile | None = None
+
+
+def parse_interface(spec: str) -> tuple[int, str]:
+    """``PORT@IFACE`` (BMv2's -i syntax) as (port number, interface name)."""
+    number, sep, iface = spec.partition("@")
+    if not sep or not number.isdigit() or not iface:
+        raise ValueError(f"bad interface {spec!r}: expected PORT@IFACE, e.g. 1@veth0")
+    if int(number) >= 511:
+        raise ValueError(f"bad interface {spec!r}: port numbers are 0..510 (511 is the drop port)")
+    return int(number), iface
+
+
+def open_port(number: int, iface: str, pcap_dir: str | None = None) -> Port:
+    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+    try:
+        sock.bind((iface, 0))
+        ifindex = socket.if_nametoindex(iface)
+        membership = struct.pack("iHH8s", ifindex, PACKET_MR_PROMISC, 0, b"")
+        sock.setsockopt(SOL_PACKET, PACKET_ADD_MEMBERSHIP, membership)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+        try:
+            sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
+            filter_outgoing = False
+        except OSError:
+            filter_outgoing = True
+        sock.setblocking(False)
+    except OSError:
+        sock.close()
+        raise
+    port = Port(number, iface, sock, filter_outgoing)
+    if pcap_dir:
+        port.pcap_in = PcapFile(os.path.join(pcap_dir, f"{iface}_in.pcap"))
+        port.pcap_out = PcapFile(os.path.join(pcap_dir, f"{iface}_out.pcap"))
+    return port
+
+
+class Dataplane:
+    """The switch's ports and the receive loop that feeds them to the device."""
+
+    def __init__(self, device: Device, ports: list[Port], log: logging.Logger) -> None:
+        self.device = device
+        self.ports = {p.number: p for p in ports}
+        self._by_fd = {p.sock.fileno(): p for p in ports}
+        self.log = log
+        self.stats: Counter[str] = Counter()
+        self._send_lock = threading.Lock()
+        device.transmit = self.transmit
+
+    def transmit(self, number: int, frame: bytes) -> None:
+        """Send one frame out of port ``number`` (called from the receive loop and gRPC threads)."""
+        port = self.ports.get(number)
+        if port is None:
+            self.stats["tx_no_such_port"] += 1
+            self.log.debug("frame to port %d dropped: no interface bound to it", number)
+            return
+        try:
+            with self._send_lock:
+                port.sock.send(frame)
+        except OSError as err:
+            port.stats["tx_errors"] += 1
+            self.log.debug("send on %s failed: %s", port.iface, err)
+            return
+        port.stats["tx"] += 1
+        port.stats["tx_bytes"] += len(frame)
+        if port.pcap_out:
+            port.pcap_out.write(frame)
+
+    def run(self, stop: threading.Event) -> None:
+        """Receive until ``stop`` is set (checked at least every 200 ms)."""
+        poller = select.poll()
+        for fd in self._by_fd:
+            poller.register(fd, select.POLLIN)
+        buf = bytearray(MAX_FRAME)
+        view = memoryview(buf)
+        while not stop.is_set():
+            for fd, _ in poller.poll(200):
+                self._drain(self._by_fd[fd], buf, view)
+
+    def _drain(self, port: Port, buf: bytearray, view: memoryview) -> None:
+        sock, process, number, stats = port.sock, self.device.process, port.number, port.stats
+        for _ in range(BURST):
+            try:
+                if port.filter_outgoing:
+                    size, addr = sock.recvfrom_into(buf)
+                    if addr[2] == PACKET_OUTGOING:
+                        continue
+                else:
+                    size = sock.recv_into(buf)
+            except BlockingIOError:
+                return
+            except OSError as err:
+                stats["rx_errors"] += 1
+                self.log.warning("receive on %s failed: %s", port.iface, err)
+                return
+            stats["rx"] += 1
+            stats["rx_bytes"] += size
+            if port.pcap_in:
+                port.pcap_in.write(view[:size])
+            try:
+                process(number, bytes(view[:size]))
+            except Exception:  # noqa: BLE001 - one bad frame must not stop the switch
+                stats["process_errors"] += 1
+                self.log.exception("pipeline failed on a frame from port %d", number)
+
+    def close(self) -> None:
+        for port in self.ports.values():
+            port.sock.close()
+            for pcap in (port.pcap_in, port.pcap_out):
+                if pcap:
+                    pcap.close()
+            self.log.info("port %d (%s): %s", port.number, port.iface,
+                          ", ".join(f"{k} {v}" for k, v in sorted(port.stats.items())) or "no traffic")
