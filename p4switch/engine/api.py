@@ -36,9 +36,10 @@ DROP_PORT = 511
 PKT_INSTANCE_NORMAL = 0
 PKT_INSTANCE_INGRESS_CLONE = 1
 PKT_INSTANCE_EGRESS_CLONE = 2
-PKT_INSTANCE_RESUBMIT = 3
+PKT_INSTANCE_COALESCED = 3
 PKT_INSTANCE_RECIRC = 4
 PKT_INSTANCE_REPLICATION = 5
+PKT_INSTANCE_RESUBMIT = 6
 
 # meter colours (v1model / BMv2)
 GREEN, YELLOW, RED = 0, 1, 2
@@ -257,7 +258,9 @@ class Switch:
 
         ``clock`` returns seconds (monotonic) for meters and ingress_global_timestamp; ``rng`` feeds
         v1model's ``random()`` (tests pass a seeded one)."""
-        raise NotImplementedError
+        from p4switch.engine.switch import load
+
+        return load(ir_json, log=log, clock=clock, rng=rng)
 
     # ----------------------------------------------------------------------------------- data plane
     def process(self, ingress_port: int, frame: bytes) -> list[tuple[int, bytes]]:

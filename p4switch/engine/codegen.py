@@ -1,0 +1,873 @@
+"""IR (docs/p4switch-ir.md) -> Python source: one class per header/struct type, one function per parser,
+control, table apply and action. The source is compiled once at load time; per packet the engine only
+runs straight-line code on ints and ``__slots__`` objects.
+
+Conventions of the generated code:
+- header objects have ``valid__`` plus one attribute per field; struct objects one per member; both
+  have ``copy()`` and ``set_(other)`` (in-place assignment with P4 value semantics);
+- parser/control functions take their parameters in declaration order (the packet parameter is the
+  engine's ``PacketCtx``); control locals live on a per-invocation ``L`` object so the control's actions
+  can reach them; action functions take ``(<control params>, L, <action data>)``;
+- a table's apply function returns the slot whose action ran on a hit, None on a miss;
+- names of the generated module: ``TR`` (trace on), ``X`` (per-packet extern context, see
+  pipeline.PacketCtx), tables ``TBL<n>``, extern instances ``EXT<n>``.
+"""
+
+from __future__ import annotations
+
+import keyword
+from dataclasses import dataclass, field
+from typing import Any
+
+from p4switch.engine.api import DROP_PORT, ProgramError
+from p4switch.engine.externs import HASH_ALGORITHMS
+
+Json = dict[str, Any]
+
+V1_ERRORS = [
+    "NoError",
+    "PacketTooShort",
+    "NoMatch",
+    "StackOutOfBounds",
+    "HeaderTooShort",
+    "ParserTimeout",
+    "ParserInvalidArgument",
+]
+
+
+def attr(name: str) -> str:
+    """Python attribute for a P4 field/member name."""
+    return name + "_" if keyword.iskeyword(name) or name == "valid__" else name
+
+
+def ident(text: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in text)
+
+
+def mask(width: int) -> int:
+    return (1 << width) - 1
+
+
+@dataclass
+class Scope:
+    """How P4 variable names of one block (and its action) map to Python expressions."""
+
+    names: dict[str, str]
+    types: dict[str, Json]
+    block: str
+    in_action: bool = False
+    in_parser: bool = False
+    exits: list[bool] = field(default_factory=lambda: [False])
+
+
+class Emitter:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.depth = 0
+
+    def line(self, text: str) -> None:
+        self.lines.append("    " * self.depth + text)
+
+    def indent(self) -> None:
+        self.depth += 1
+
+    def dedent(self) -> None:
+        self.depth -= 1
+
+
+class Codegen:
+    """Generates the module source for one IR program."""
+
+    def __init__(self, ir: Json) -> None:
+        self.ir = ir
+        self.headers: dict[str, Json] = ir["headers"]
+        self.structs: dict[str, Json] = ir["structs"]
+        self.errors: list[str] = ir.get("errors") or V1_ERRORS
+        self.enums: dict[str, list[str]] = ir.get("enums", {})
+        self.actions = {a["name"]: a for a in ir["actions"]}
+        self.tables = {t["name"]: t for t in ir["tables"]}
+        self.table_ids = {name: i for i, name in enumerate(self.tables)}
+        self.externs = {e["name"]: e for e in ir.get("externs", [])}
+        self.extern_ids = {name: i for i, name in enumerate(self.externs)}
+        self.digests = {d["name"]: d for d in ir.get("digests", [])}
+        self.out = Emitter()
+        self.consts: dict[str, str] = {}  # constant tuples hoisted to module level
+        self.tmp = 0
+        # (control name, action name) -> generated function name, for tables to bind
+        self.action_fns: dict[tuple[str, str], str] = {}
+
+    # --------------------------------------------------------------------------------- helpers
+    def error(self, node: Json, what: str) -> ProgramError:
+        return ProgramError(f"{node.get('src', self.ir.get('source', '?'))}: {what}")
+
+    def fresh(self, prefix: str = "t") -> str:
+        self.tmp += 1
+        return f"_{prefix}{self.tmp}"
+
+    def error_code(self, name: str) -> int:
+        try:
+            return self.errors.index(name)
+        except ValueError:
+            raise ProgramError(f"unknown error {name!r}") from None
+
+    def width(self, t: Json) -> int:
+        if t["k"] in ("bit", "int"):
+            return int(t["w"])
+        if t["k"] == "bool":
+            return 1
+        raise ProgramError(f"type {t} has no bit width")
+
+    # ---------------------------------------------------------------------------- type classes
+    def gen_types(self) -> None:
+        o = self.out
+        for name, h in self.headers.items():
+            fields = [f["name"] for f in h["fields"]]
+            cls = f"H_{ident(name)}"
+            slots = ["valid__"] + [attr(f) for f in fields]
+            o.line(f"class {cls}:")
+            o.indent()
+            o.line(f"__slots__ = {tuple(slots)!r}")
+            o.line("def __init__(self):")
+            o.indent()
+            for s in slots:
+                o.line(f"self.{s} = {'False' if s == 'valid__' else '0'}")
+            o.dedent()
+            o.line("def copy(self):")
+            o.indent()
+            o.line(f"n = _new({cls})")
+            for s in slots:
+                o.line(f"n.{s} = self.{s}")
+            o.line("return n")
+            o.dedent()
+            o.line("def set_(self, other):")
+            o.indent()
+            for s in slots:
+                o.line(f"self.{s} = other.{s}")
+            o.dedent()
+            o.line("def pack(self):")
+            o.indent()
+            o.line(f"return ({self.pack_expr(h, 'self.')}).to_bytes({h['bits'] // 8}, 'big')")
+            o.dedent()
+            o.dedent()
+        for name, st in self.structs.items():
+            cls = f"S_{ident(name)}"
+            members = [(attr(f["name"]), f["type"]) for f in st["fields"]]
+            o.line(f"class {cls}:")
+            o.indent()
+            o.line(f"__slots__ = {tuple(m for m, _ in members)!r}")
+            o.line("def __init__(self):")
+            o.indent()
+            for m, t in members:
+                o.line(f"self.{m} = {self.init_value(t)}")
+            if not members:
+                o.line("pass")
+            o.dedent()
+            o.line("def copy(self):")
+            o.indent()
+            o.line(f"n = _new({cls})")
+            for m, t in members:
+                o.line(f"n.{m} = {self.copy_value(t, 'self.' + m)}")
+            o.line("return n")
+            o.dedent()
+            o.line("def set_(self, other):")
+            o.indent()
+            for m, t in members:
+                o.line(self.assign_value(t, "self." + m, "other." + m))
+            if not members:
+                o.line("pass")
+            o.dedent()
+            o.dedent()
+
+    def pack_expr(self, h: Json, prefix: str) -> str:
+        parts = []
+        shift = h["bits"]
+        for f in h["fields"]:
+            shift -= f["w"]
+            value = f"{prefix}{attr(f['name'])}"
+            if f.get("signed"):
+                value = f"({value} & {mask(f['w'])})"
+            parts.append(f"({value} << {shift})" if shift else value)
+        return " | ".join(parts) or "0"
+
+    def init_value(self, t: Json) -> str:
+        k = t["k"]
+        if k == "bool":
+            return "False"
+        if k == "header":
+            return f"H_{ident(t['name'])}()"
+        if k == "struct":
+            return f"S_{ident(t['name'])}()"
+        if k == "stack":
+            return f"[H_{ident(t['elem'])}() for _ in range({t['size']})]"
+        return "0"
+
+    def copy_value(self, t: Json, expr: str) -> str:
+        if t["k"] in ("header", "struct"):
+            return f"{expr}.copy()"
+        if t["k"] == "stack":
+            return f"[_h.copy() for _h in {expr}]"
+        return expr
+
+    def assign_value(self, t: Json, lhs: str, rhs: str) -> str:
+        if t["k"] in ("header", "struct"):
+            return f"{lhs}.set_({rhs})"
+        if t["k"] == "stack":
+            return f"for _a, _b in zip({lhs}, {rhs}): _a.set_(_b)"
+        return f"{lhs} = {rhs}"
+
+    # ---------------------------------------------------------------------------- expressions
+    def wrap(self, expr: str, t: Json) -> str:
+        """Reduce a Python int expression to the range of type t."""
+        if t["k"] == "bit":
+            return f"(({expr}) & {mask(t['w'])})"
+        if t["k"] == "int":
+            w = t["w"]
+            half = 1 << (w - 1)
+            return f"((({expr}) + {half} & {mask(w)}) - {half})"
+        return expr
+
+    def expr(self, e: Json, sc: Scope) -> str:
+        op = e["op"]
+        t = e.get("type", {})
+        method = getattr(self, "e_" + op, None)
+        if method is None:
+            raise self.error(e, f"expression {op!r} is not supported by p4switch")
+        return str(method(e, t, sc))
+
+    def e_const(self, e: Json, t: Json, sc: Scope) -> str:
+        v = e["value"]
+        if t.get("k") == "error":
+            return str(self.error_code(v))
+        if t.get("k") == "enum":
+            return str(self.enums[t["name"]].index(v))
+        if isinstance(v, bool):
+            return "True" if v else "False"
+        return str(int(v)) if v >= 0 else f"({int(v)})"
+
+    def e_var(self, e: Json, t: Json, sc: Scope) -> str:
+        try:
+            return sc.names[e["name"]]
+        except KeyError:
+            raise self.error(e, f"unknown variable {e['name']!r} in {sc.block}") from None
+
+    def e_member(self, e: Json, t: Json, sc: Scope) -> str:
+        return f"{self.expr(e['expr'], sc)}.{attr(e['field'])}"
+
+    def e_index(self, e: Json, t: Json, sc: Scope) -> str:
+        index = e["index"]
+        if not isinstance(index, int):
+            raise self.error(e, "header stack index must be a constant (p4switch)")
+        return f"{self.expr(e['expr'], sc)}[{index}]"
+
+    def e_slice(self, e: Json, t: Json, sc: Scope) -> str:
+        base = self.expr(e["expr"], sc)
+        hi, lo = e["hi"], e["lo"]
+        return f"(({base} >> {lo}) & {mask(hi - lo + 1)})" if lo else f"({base} & {mask(hi + 1)})"
+
+    def e_concat(self, e: Json, t: Json, sc: Scope) -> str:
+        left, right = e["left"], e["right"]
+        wr = self.width(right["type"])
+        wl = self.width(left["type"])
+        lv = self.expr(left, sc)
+        rv = self.expr(right, sc)
+        if left["type"]["k"] == "int":
+            lv = f"({lv} & {mask(wl)})"
+        if right["type"]["k"] == "int":
+            rv = f"({rv} & {mask(wr)})"
+        if left["type"]["k"] == "bool":
+            lv = f"int({lv})"
+        if right["type"]["k"] == "bool":
+            rv = f"int({rv})"
+        result = f"(({lv} << {wr}) | {rv})"
+        return self.wrap(result, t) if t.get("k") == "int" else result
+
+    def e_cast(self, e: Json, t: Json, sc: Scope) -> str:
+        inner = e["expr"]
+        src = inner["type"]
+        v = self.expr(inner, sc)
+        sk, tk = src["k"], t["k"]
+        if tk == "bool":
+            return f"({v} != 0)" if sk != "bool" else v
+        if sk == "bool":
+            return f"int({v})"
+        if sk not in ("bit", "int") or tk not in ("bit", "int"):
+            if sk == tk:
+                return v
+            raise self.error(e, f"cast from {sk} to {tk} is not supported by p4switch")
+        sw, tw = src["w"], t["w"]
+        if sk == tk and tw >= sw:
+            return v
+        if tk == "bit" and sk == "bit":
+            return f"({v} & {mask(tw)})"
+        if tk == "bit":
+            return f"({v} & {mask(tw)})"
+        # to int<tw>: from bit<sw> (reinterpret / extend) or int<sw> narrowing
+        return self.wrap(v, t)
+
+    def e_unary(self, e: Json, t: Json, sc: Scope) -> str:
+        v = self.expr(e["expr"], sc)
+        operator = e["operator"]
+        if operator == "!":
+            return f"(not {v})"
+        if operator == "~":
+            return f"({v} ^ {mask(t['w'])})" if t["k"] == "bit" else f"(~{v})"
+        if operator == "-":
+            return self.wrap(f"-{v}", t)
+        raise self.error(e, f"unary operator {operator} is not supported by p4switch")
+
+    def e_binary(self, e: Json, t: Json, sc: Scope) -> str:
+        operator = e["operator"]
+        a = self.expr(e["left"], sc)
+        b = self.expr(e["right"], sc)
+        if operator in ("==", "!=", "<", ">", "<=", ">="):
+            return f"({a} {operator} {b})"
+        if operator == "&&":
+            return f"({a} and {b})"
+        if operator == "||":
+            return f"({a} or {b})"
+        if operator in ("&", "|", "^"):
+            return f"({a} {operator} {b})"
+        if operator in ("+", "-", "*"):
+            return self.wrap(f"{a} {operator} {b}", t)
+        if operator in ("/", "%"):
+            fn = "_div" if operator == "/" else "_mod"
+            return self.wrap(f"{fn}({a}, {b})", t)
+        if operator in ("|+|", "|-|"):
+            w = t["w"]
+            lo, hi = (0, mask(w)) if t["k"] == "bit" else (-(1 << (w - 1)), (1 << (w - 1)) - 1)
+            return f"min(max({a} {operator[1]} {b}, {lo}), {hi})"
+        if operator == ">>":
+            return f"({a} >> {b})"  # unsigned shifts beyond the width give 0, int ones sign-fill
+        if operator == "<<":
+            w = t["w"]
+            right = e["right"]
+            if right["op"] == "const":
+                return self.wrap(f"{a} << {right['value']}", t) if right["value"] < w else "0"
+            return f"({self.wrap(f'{a} << {b}', t)} if {b} < {w} else 0)"
+        raise self.error(e, f"operator {operator} is not supported by p4switch")
+
+    def e_mux(self, e: Json, t: Json, sc: Scope) -> str:
+        return f"({self.expr(e['then'], sc)} if {self.expr(e['cond'], sc)} else {self.expr(e['else'], sc)})"
+
+    def e_is_valid(self, e: Json, t: Json, sc: Scope) -> str:
+        return f"{self.expr(e['expr'], sc)}.valid__"
+
+    def e_lookahead(self, e: Json, t: Json, sc: Scope) -> str:
+        if not sc.in_parser:
+            raise self.error(e, "lookahead outside a parser")
+        w = self.width(t)
+        value = f"_lookahead(data, pos, {w})"
+        if t["k"] == "bool":
+            return f"({value} != 0)"
+        return self.wrap(value, t) if t["k"] == "int" else value
+
+    def e_table_hit(self, e: Json, t: Json, sc: Scope) -> str:
+        return f"({self.table_call(e, sc)} is not None)"
+
+    def e_table_miss(self, e: Json, t: Json, sc: Scope) -> str:
+        return f"({self.table_call(e, sc)} is None)"
+
+    def table_call(self, node: Json, sc: Scope) -> str:
+        name = node["table"]
+        if name not in self.table_ids:
+            raise self.error(node, f"unknown table {name}")
+        if sc.in_action:
+            raise self.error(node, "table apply inside an action is not supported by p4switch")
+        return f"APPLY{self.table_ids[name]}({sc.names['$args']}, L)"
+
+    # ----------------------------------------------------------------------------- statements
+    def block(self, stmts: list[Json], sc: Scope) -> None:
+        if not stmts:
+            self.out.line("pass")
+        for s in stmts:
+            self.stmt(s, sc)
+
+    def stmt(self, s: Json, sc: Scope) -> None:
+        method = getattr(self, "s_" + s["s"], None)
+        if method is None:
+            raise self.error(s, f"statement {s['s']!r} is not supported by p4switch")
+        method(s, sc)
+
+    def s_assign(self, s: Json, sc: Scope) -> None:
+        lhs, rhs = s["lhs"], s["rhs"]
+        value = self.expr(rhs, sc)
+        self.store(lhs, value, sc)
+
+    def store(self, lhs: Json, value: str, sc: Scope) -> None:
+        """Assign a Python value expression to a P4 lvalue (slices read-modify-write their base)."""
+        t = lhs.get("type", {})
+        if lhs["op"] == "slice":
+            base = lhs["expr"]
+            target = self.expr(base, sc)
+            hi, lo = lhs["hi"], lhs["lo"]
+            m = mask(hi - lo + 1) << lo
+            merged = f"({target} & {~m & mask(self.width(base['type']))}) | ((({value}) << {lo}) & {m})"
+            if base["type"]["k"] == "int":
+                merged = self.wrap(merged, base["type"])
+            self.store(base, merged, sc)
+            return
+        target = self.expr(lhs, sc)
+        if lhs["op"] == "var" and t.get("k") in ("header", "struct", "stack"):
+            self.out.line(self.assign_value(t, target, value))
+        elif t.get("k") in ("header", "struct", "stack"):
+            self.out.line(self.assign_value(t, target, value))
+        else:
+            self.out.line(f"{target} = {value}")
+
+    def s_if(self, s: Json, sc: Scope) -> None:
+        self.out.line(f"if {self.expr(s['cond'], sc)}:")
+        self.out.indent()
+        self.block(s["then"], sc)
+        self.out.dedent()
+        if s.get("else"):
+            self.out.line("else:")
+            self.out.indent()
+            self.block(s["else"], sc)
+            self.out.dedent()
+
+    def s_apply(self, s: Json, sc: Scope) -> None:
+        self.out.line(self.table_call(s, sc))
+
+    def s_switch(self, s: Json, sc: Scope) -> None:
+        name = s["table"]
+        tid = self.table_ids.get(name)
+        if tid is None:
+            raise self.error(s, f"unknown table {name}")
+        var = self.fresh("act")
+        self.out.line(f"{var} = ({self.table_call(s, sc)} or TBL{tid}.default).action.name")
+        first = True
+        default_case = None
+        for case in s["cases"]:
+            if case["actions"] is None:
+                default_case = case
+                continue
+            names = ", ".join(repr(a) for a in case["actions"])
+            self.out.line(f"{'if' if first else 'elif'} {var} in ({names},):")
+            first = False
+            self.out.indent()
+            self.block(case["body"], sc)
+            self.out.dedent()
+        if default_case is not None:
+            if first:
+                self.block(default_case["body"], sc)
+            else:
+                self.out.line("else:")
+                self.out.indent()
+                self.block(default_case["body"], sc)
+                self.out.dedent()
+
+    def s_exit(self, s: Json, sc: Scope) -> None:
+        if sc.in_action:
+            sc.exits[0] = True
+            self.out.line("raise _Exit")
+        else:
+            self.out.line("raise _Exit" if sc.exits is None else "return")
+
+    def s_return(self, s: Json, sc: Scope) -> None:
+        self.out.line("return")
+
+    def s_set_valid(self, s: Json, sc: Scope) -> None:
+        self.out.line(f"{self.expr(s['header'], sc)}.valid__ = True")
+
+    def s_set_invalid(self, s: Json, sc: Scope) -> None:
+        self.out.line(f"{self.expr(s['header'], sc)}.valid__ = False")
+
+    def s_extract(self, s: Json, sc: Scope) -> None:
+        if not sc.in_parser:
+            raise self.error(s, "extract outside a parser")
+        h = s["header"]
+        hdef = self.headers[h["type"]["name"]]
+        nbytes = hdef["bits"] // 8
+        if hdef["bits"] % 8:
+            raise self.error(
+                s, "headers whose width is not a multiple of 8 bits are not supported by p4switch"
+            )
+        o = self.out
+        o.line(f"if pos + {nbytes} > n: raise _Reject({self.error_code('PacketTooShort')})")
+        o.line(f"_v = _from_bytes(data[pos:pos + {nbytes}], 'big')")
+        o.line(f"pos += {nbytes}")
+        o.line(f"_h = {self.expr(h, sc)}")
+        shift = hdef["bits"]
+        for f in hdef["fields"]:
+            shift -= f["w"]
+            value = f"_v >> {shift}" if shift else "_v"
+            if shift + f["w"] < hdef["bits"]:
+                value = f"({value}) & {mask(f['w'])}"
+            if f.get("signed"):
+                value = self.wrap(value, {"k": "int", "w": f["w"]})
+            o.line(f"_h.{attr(f['name'])} = {value}")
+        o.line("_h.valid__ = True")
+        o.line(f"if TR: _trace('parser: extracted %s', {self.expr_text(h)!r})")
+
+    def expr_text(self, e: Json) -> str:
+        """P4-ish text of an lvalue for logs."""
+        if e["op"] == "var":
+            return str(e["name"])
+        if e["op"] == "member":
+            return f"{self.expr_text(e['expr'])}.{e['field']}"
+        if e["op"] == "index":
+            return f"{self.expr_text(e['expr'])}[{e['index']}]"
+        return e["op"]
+
+    def s_advance(self, s: Json, sc: Scope) -> None:
+        bits = self.expr(s["bits"], sc)
+        o = self.out
+        o.line(f"_b = {bits}")
+        o.line(f"if _b & 7: raise _Reject({self.error_code('ParserInvalidArgument')})")
+        o.line("pos += _b >> 3")
+        o.line(f"if pos > n: raise _Reject({self.error_code('PacketTooShort')})")
+
+    def s_verify(self, s: Json, sc: Scope) -> None:
+        self.out.line(f"if not {self.expr(s['cond'], sc)}: raise _Reject({self.error_code(s['error'])})")
+
+    def s_emit(self, s: Json, sc: Scope) -> None:
+        h = self.expr(s["header"], sc)
+        t = s["header"]["type"]
+        if t["k"] == "stack":
+            self.out.line(f"for _h in {h}:")
+            self.out.line("    if _h.valid__: _out.append(_h.pack())")
+        else:
+            self.out.line(f"if {h}.valid__: _out.append({h}.pack())")
+
+    def s_digest(self, s: Json, sc: Scope) -> None:
+        values = ", ".join(self.expr(f, sc) for f in s["fields"])
+        self.out.line(f"X.digest({s['digest']!r}, ({values}{',' if s['fields'] else ''}))")
+
+    def s_call(self, s: Json, sc: Scope) -> None:
+        fn = s["fn"]
+        method = getattr(self, "call_" + fn, None)
+        if method is None:
+            raise self.error(s, f"extern function {fn} is not supported by p4switch")
+        method(s, sc)
+
+    def call_mark_to_drop(self, s: Json, sc: Scope) -> None:
+        sm = self.expr(s["args"][0], sc)
+        self.out.line(f"{sm}.egress_spec = {DROP_PORT}; {sm}.mcast_grp = 0")
+
+    def call_clone(self, s: Json, sc: Scope) -> None:
+        session = self.expr(s["args"][0], sc)
+        self.out.line(f"X.clone({s['clone_type']!r}, {session}, ())")
+
+    def call_clone_preserving_field_list(self, s: Json, sc: Scope) -> None:
+        session = self.expr(s["args"][0], sc)
+        paths = tuple(tuple(attr(p) for p in path) for path in s.get("field_list", []))
+        self.out.line(f"X.clone({s['clone_type']!r}, {session}, {paths!r})")
+
+    def call_resubmit(self, s: Json, sc: Scope) -> None:
+        raise self.error(s, "resubmit is not supported by p4switch")
+
+    def call_recirculate(self, s: Json, sc: Scope) -> None:
+        raise self.error(s, "recirculate is not supported by p4switch")
+
+    call_resubmit_preserving_field_list = call_resubmit
+    call_recirculate_preserving_field_list = call_recirculate
+
+    def packed(self, data: list[Json], sc: Scope) -> str:
+        """Python expression for the bytes of a field list, packed bit by bit as BMv2 does."""
+        widths = [self.width(d["type"]) for d in data]
+        total = sum(widths)
+        pad = -total % 8
+        parts = []
+        shift = total + pad
+        for d, w in zip(data, widths, strict=True):
+            shift -= w
+            v = self.expr(d, sc)
+            if d["type"]["k"] != "bit":
+                v = f"(int({v}) & {mask(w)})"
+            parts.append(f"({v} << {shift})" if shift else v)
+        return f"({' | '.join(parts) or '0'}).to_bytes({(total + pad) // 8}, 'big')"
+
+    def algorithm(self, s: Json) -> str:
+        name = s["algorithm"]
+        if name not in HASH_ALGORITHMS:
+            raise self.error(s, f"hash algorithm {name} is not supported by p4switch")
+        return f"_HASH[{name!r}]"
+
+    def call_hash(self, s: Json, sc: Scope) -> None:
+        result, base, max_ = s["args"]
+        h = f"{self.algorithm(s)}({self.packed(s['data'], sc)})"
+        value = f"_hash_offset({h}, {self.expr(base, sc)}, {self.expr(max_, sc)})"
+        self.store(result, self.wrap(value, result["type"]), sc)
+
+    def call_random(self, s: Json, sc: Scope) -> None:
+        result, lo, hi = s["args"]
+        self.store(result, f"X.random({self.expr(lo, sc)}, {self.expr(hi, sc)})", sc)
+
+    def checksum(self, s: Json, sc: Scope, with_payload: bool) -> tuple[str, str]:
+        cond, target = s["args"]
+        data = self.packed(s["data"], sc) if s["data"] else "b''"
+        if with_payload:
+            data = f"{data} + X.payload"
+        return self.expr(cond, sc), f"{self.algorithm(s)}({data})"
+
+    def call_verify_checksum(self, s: Json, sc: Scope, with_payload: bool = False) -> None:
+        cond, value = self.checksum(s, sc, with_payload)
+        target = self.expr(s["args"][1], sc)
+        self.out.line(f"if {cond} and {value} != {target}: X.sm.checksum_error = 1")
+
+    def call_update_checksum(self, s: Json, sc: Scope, with_payload: bool = False) -> None:
+        cond, value = self.checksum(s, sc, with_payload)
+        self.out.line(f"if {cond}:")
+        self.out.indent()
+        self.store(s["args"][1], self.wrap(value, s["args"][1]["type"]), sc)
+        self.out.dedent()
+
+    def call_verify_checksum_with_payload(self, s: Json, sc: Scope) -> None:
+        self.call_verify_checksum(s, sc, with_payload=True)
+
+    def call_update_checksum_with_payload(self, s: Json, sc: Scope) -> None:
+        self.call_update_checksum(s, sc, with_payload=True)
+
+    def call_log_msg(self, s: Json, sc: Scope) -> None:
+        args = ", ".join(self.expr(a, sc) for a in s.get("args", []))
+        self.out.line(f"X.log_msg({s.get('format', '')!r}, ({args}{',' if s.get('args') else ''}))")
+
+    def call_assert(self, s: Json, sc: Scope) -> None:
+        self.out.line(f"if not {self.expr(s['args'][0], sc)}: X.assertion_failed({s.get('src', '?')!r})")
+
+    call_assume = call_assert
+
+    def s_method(self, s: Json, sc: Scope) -> None:
+        name = s["instance"]
+        inst = self.externs.get(name)
+        if inst is None:
+            raise self.error(s, f"unknown extern instance {name}")
+        obj = f"EXT{self.extern_ids[name]}"
+        kind, method, args = inst["kind"], s["method"], s.get("args", [])
+        o = self.out
+        if kind == "counter" and method == "count":
+            o.line(f"{obj}.count({self.expr(args[0], sc)}, X.length)")
+        elif kind == "direct_counter" and method == "count":
+            o.line("pass  # direct counters count on every hit of their table")
+        elif kind == "meter" and method == "execute_meter":
+            self.store(args[1], f"{obj}.execute({self.expr(args[0], sc)}, X.length)", sc)
+        elif kind == "direct_meter" and method == "read":
+            self.store(args[0], "X.meter_color", sc)
+        elif kind == "register" and method == "read":
+            self.store(args[0], f"{obj}.read({self.expr(args[1], sc)})", sc)
+        elif kind == "register" and method == "write":
+            o.line(f"{obj}.write({self.expr(args[0], sc)}, {self.expr(args[1], sc)})")
+        else:
+            raise self.error(s, f"{kind}.{method} is not supported by p4switch")
+
+    # -------------------------------------------------------------------------------- blocks
+    def block_scope(self, blk: Json, locals_obj: bool, parser: bool = False) -> Scope:
+        names: dict[str, str] = {}
+        types: dict[str, Json] = {}
+        args = []
+        for p in blk["params"]:
+            py = f"p_{p['name']}"
+            names[p["name"]] = py
+            types[p["name"]] = p["type"]
+            if p["type"]["k"] not in ("packet_in", "packet_out"):
+                args.append(py)
+            else:
+                args.append("_pk")
+        for v in blk.get("locals", []):
+            names[v["name"]] = f"L.{attr(v['name'])}" if locals_obj else f"l_{v['name']}"
+            types[v["name"]] = v["type"]
+        names["$args"] = ", ".join(args)
+        return Scope(names, types, blk["name"], in_parser=parser)
+
+    def gen_locals_class(self, blk: Json) -> str:
+        cls = f"Loc_{ident(blk['name'])}"
+        o = self.out
+        o.line(f"class {cls}:")
+        o.indent()
+        o.line(f"__slots__ = {tuple(attr(v['name']) for v in blk['locals'])!r}")
+        o.line("def __init__(self):")
+        o.indent()
+        for v in blk["locals"]:
+            o.line(f"self.{attr(v['name'])} = {self.init_value(v['type'])}")
+        o.dedent()
+        o.dedent()
+        return cls
+
+    def gen_parser(self, p: Json) -> None:
+        sc = self.block_scope(p, locals_obj=False, parser=True)
+        o = self.out
+        o.line(f"def PARSER_{ident(p['name'])}({sc.names['$args']}):")
+        o.indent()
+        for v in p.get("locals", []):
+            o.line(f"l_{v['name']} = {self.init_value(v['type'])}")
+        o.line("data = _pk.data; n = len(data); pos = 0; st = 0")
+        states = {s["name"]: i for i, s in enumerate(p["states"])}
+        if "start" not in states:
+            raise self.error(p, "parser has no start state")
+        # start first
+        order = sorted(p["states"], key=lambda s: s["name"] != "start")
+        states = {s["name"]: i for i, s in enumerate(order)}
+        o.line("try:")
+        o.indent()
+        o.line("while True:")
+        o.indent()
+        for i, state in enumerate(order):
+            o.line(f"{'if' if i == 0 else 'elif'} st == {i}:")
+            o.indent()
+            o.line(f"if TR: _trace('parser: state %s', {state['name']!r})")
+            for s in state.get("body", []):
+                self.stmt(s, sc)
+            self.transition(state["transition"], states, sc)
+            o.dedent()
+        o.dedent()
+        o.dedent()
+        o.line("except _Reject as _e:")
+        o.line("    _pk.pos = pos; return _e.code")
+        o.line("_pk.pos = pos; return st")
+        o.dedent()
+
+    def goto(self, target: str, states: dict[str, int]) -> str:
+        if target == "accept":
+            return "st = 0; break"
+        if target == "reject":
+            return "st = -1; break"
+        if target not in states:
+            raise ProgramError(f"unknown parser state {target}")
+        return f"st = {states[target]}; continue"
+
+    def transition(self, tr: Json, states: dict[str, int], sc: Scope) -> None:
+        o = self.out
+        if tr["kind"] == "goto":
+            o.line(self.goto(tr["next"], states))
+            return
+        keys = []
+        for k in tr["keys"]:
+            var = self.fresh("k")
+            o.line(f"{var} = {self.expr(k, sc)}")
+            keys.append(var)
+        first = True
+        for case in tr["cases"]:
+            conds = []
+            for var, ks in zip(keys, case["keysets"], strict=True):
+                kind = ks["kind"]
+                if kind == "exact":
+                    conds.append(f"{var} == {self.keyset_value(ks['value'])}")
+                elif kind == "mask":
+                    conds.append(f"{var} & {ks['mask']} == {ks['value']}")
+                elif kind == "range":
+                    conds.append(f"{ks['low']} <= {var} <= {ks['high']}")
+            cond = " and ".join(conds) or "True"
+            o.line(f"{'if' if first else 'elif'} {cond}:")
+            first = False
+            o.line(f"    {self.goto(case['next'], states)}")
+        if not first:
+            o.line("else:")
+            o.indent()
+        o.line(f"raise _Reject({self.error_code('NoMatch')})")
+        if not first:
+            o.dedent()
+
+    def keyset_value(self, v: Any) -> str:
+        if isinstance(v, bool):
+            return "True" if v else "False"
+        if isinstance(v, str):
+            return str(self.error_code(v))
+        return str(v)
+
+    def gen_control(self, c: Json) -> None:
+        has_locals = bool(c.get("locals"))
+        loc_cls = self.gen_locals_class(c) if has_locals else None
+        sc = self.block_scope(c, locals_obj=True)
+        sc.exits = [False]
+        for t in self.tables.values():
+            if t["control"] == c["name"]:
+                self.gen_table(t, c, sc)
+        o = self.out
+        o.line(f"def CONTROL_{ident(c['name'])}({sc.names['$args']}):")
+        o.indent()
+        o.line(f"L = {loc_cls}()" if loc_cls else "L = None")
+        if c["params"] and c["params"][0]["type"]["k"] == "packet_out":
+            o.line("_out = _pk.out")
+        o.line("try:")
+        o.indent()
+        self.block(c.get("body", []), sc)
+        o.dedent()
+        o.line("except _Exit:")
+        o.line("    pass")
+        o.dedent()
+
+    def gen_action(self, a: Json, c: Json, sc: Scope) -> str:
+        key = (c["name"], a["name"])
+        if key in self.action_fns:
+            return self.action_fns[key]
+        fn = f"ACT{len(self.action_fns)}_{ident(a['name'])}"
+        self.action_fns[key] = fn
+        names = dict(sc.names)
+        for p in a["params"]:
+            names[p["name"]] = f"a_{p['name']}"
+        for v in a.get("locals", []):
+            names[v["name"]] = f"v_{v['name']}"
+        asc = Scope(names, sc.types, a["name"], in_action=True)
+        params = "".join(f", a_{p['name']}" for p in a["params"])
+        o = self.out
+        o.line(f"def {fn}({sc.names['$args']}, L{params}):")
+        o.indent()
+        if a["params"]:
+            shown = ", ".join(f"{p['name']}=%d" for p in a["params"])
+            values = ", ".join(f"a_{p['name']}" for p in a["params"])
+            o.line(f"if TR: _trace('action %s({shown})', {a['name']!r}, {values})")
+        else:
+            o.line(f"if TR: _trace('action %s', {a['name']!r})")
+        for v in a.get("locals", []):
+            o.line(f"v_{v['name']} = {self.init_value(v['type'])}")
+        self.block(a.get("body", []), asc)
+        o.dedent()
+        return fn
+
+    def gen_table(self, t: Json, c: Json, sc: Scope) -> None:
+        for ref in t["actions"]:
+            if ref["name"] not in self.actions:
+                raise self.error(t, f"table {t['name']}: unknown action {ref['name']}")
+            self.gen_action(self.actions[ref["name"]], c, sc)
+        tid = self.table_ids[t["name"]]
+        tbl = f"TBL{tid}"
+        keys = [k for k in t["keys"] if k["match"] != "selector"]
+        selector = [k for k in t["keys"] if k["match"] == "selector"]
+        o = self.out
+        o.line(f"def APPLY{tid}({sc.names['$args']}, L):")
+        o.indent()
+        key = ", ".join(self.key_value(k, sc) for k in keys)
+        o.line(f"_s = {tbl}_lookup(({key}{',' if keys else ''}))")
+        o.line("if _s is None:")
+        o.line(f"    if TR: _trace_table({tbl}, None)")
+        if t.get("direct_meter"):
+            o.line("    X.meter_color = 0")
+        o.line(f"    _d = {tbl}.default; _d.fn({sc.names['$args']}, L, *_d.args)")
+        o.line("    return None")
+        if t.get("direct_counter"):
+            o.line("_c = _s.counter; _c[0] += X.length; _c[1] += 1")
+        if t.get("direct_meter"):
+            meter = self.externs[t["direct_meter"]]
+            amount = "X.length" if meter.get("unit") == "bytes" else "1"
+            o.line(f"X.meter_color = _s.meter.execute({amount})")
+        o.line(f"if TR: _trace_table({tbl}, _s)")
+        if t.get("implementation"):
+            widths = tuple(self.width(k["type"]) for k in selector)
+            sel = ", ".join(self.key_value(k, sc) for k in selector)
+            o.line(f"_s = {tbl}.profile.resolve(_s, ({sel}{',' if selector else ''}), {widths!r})")
+            o.line("if _s is None:")
+            o.line(f"    _d = {tbl}.default; _d.fn({sc.names['$args']}, L, *_d.args)")
+            o.line("    return None")
+        o.line(f"_s.fn({sc.names['$args']}, L, *_s.args)")
+        o.line("return _s")
+        o.dedent()
+
+    def key_value(self, k: Json, sc: Scope) -> str:
+        v = self.expr(k["expr"], sc)
+        kt = k["expr"]["type"]["k"]
+        if kt == "bool":
+            return f"int({v})"
+        if kt == "int":
+            return f"({v} & {mask(k['expr']['type']['w'])})"
+        return v
+
+    # ---------------------------------------------------------------------------------- module
+    def generate(self) -> str:
+        o = self.out
+        o.line("# generated by p4switch.engine.codegen from " + str(self.ir.get("source", "?")))
+        self.gen_types()
+        for p in self.ir["parsers"]:
+            self.gen_parser(p)
+        for c in self.ir["controls"]:
+            self.gen_control(c)
+        return "\n".join(o.lines) + "\n"

@@ -1,0 +1,722 @@
+"""The v1model switch: loads the IR, compiles it (codegen) and runs the pipeline as BMv2 simple_switch does:
+parser -> verify checksum -> ingress -> traffic manager (clone I2E, multicast/replication, drop, unicast)
+-> egress (clone E2E) -> compute checksum -> deparser.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from p4switch.engine.api import (
+    DROP_PORT,
+    PKT_INSTANCE_EGRESS_CLONE,
+    PKT_INSTANCE_INGRESS_CLONE,
+    PKT_INSTANCE_REPLICATION,
+    TRACE,
+    ActionCall,
+    CloneSession,
+    EntryNotFound,
+    Exact,
+    Group,
+    InvalidEntry,
+    Lpm,
+    Member,
+    MeterConfig,
+    Optional_,
+    ProgramError,
+    Range,
+    Replica,
+    Switch,
+    TableEntry,
+    Ternary,
+)
+from p4switch.engine.codegen import Codegen, ident
+from p4switch.engine.externs import (
+    HASH_ALGORITHMS,
+    Counter,
+    Meter,
+    MeterArray,
+    Register,
+    hash_offset,
+)
+from p4switch.engine.tables import ActionInfo, ActionProfile, KeyField, Table, lookup_name
+
+Json = dict[str, Any]
+MAX_CLONE_DEPTH = 4  # an E2E clone may clone again; bound it so a program cannot loop forever
+
+
+class Reject(Exception):  # noqa: N818 - a parser outcome, not an error of the engine
+    __slots__ = ("code",)
+
+    def __init__(self, code: int) -> None:
+        self.code = code
+
+
+class ExitBlock(Exception):  # noqa: N818 - P4 `exit`, control flow
+    pass
+
+
+class PacketCtx:
+    """The packet_in / packet_out object of a parser or deparser."""
+
+    __slots__ = ("data", "pos", "out")
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.pos = 0
+        self.out: list[bytes] = []
+
+
+class ExternCtx:
+    """Per-packet state the generated code reaches as ``X`` (clone requests, meter colour, lengths)."""
+
+    def __init__(self, switch: V1Switch, rng: random.Random) -> None:
+        self.switch = switch
+        self.rng = rng
+        self.length = 0
+        self.meter_color = 0
+        self.sm: Any = None
+        self.payload = b""
+        self.clone_req: tuple[str, int, tuple[tuple[str, ...], ...]] | None = None
+
+    def clone(self, clone_type: str, session: int, paths: tuple[tuple[str, ...], ...]) -> None:
+        self.clone_req = (clone_type, session, paths)  # the last call wins, as in BMv2
+
+    def random(self, lo: int, hi: int) -> int:
+        return self.rng.randint(lo, hi) if lo <= hi else lo
+
+    def digest(self, name: str, values: tuple[int, ...]) -> None:
+        self.switch.emit_digest(name, values)
+
+    def log_msg(self, fmt: str, args: tuple[Any, ...]) -> None:
+        text = fmt
+        for value in args:
+            text = text.replace("{}", str(int(value)), 1)
+        self.switch.log.info("log_msg: %s", text)
+
+    def assertion_failed(self, where: str) -> None:
+        self.switch.bump("assert_failed")
+        self.switch.log.error("assertion failed at %s", where)
+
+
+def _lookahead(data: bytes, pos: int, width: int) -> int:
+    nbytes = (width + 7) // 8
+    if pos + nbytes > len(data):
+        raise Reject(1)  # error.PacketTooShort
+    return int.from_bytes(data[pos : pos + nbytes], "big") >> (nbytes * 8 - width)
+
+
+def _div(a: int, b: int) -> int:
+    return a // b if b else 0
+
+
+def _mod(a: int, b: int) -> int:
+    return a % b if b else 0
+
+
+class V1Switch(Switch):
+    """Switch implementation (see api.Switch for the contract)."""
+
+    def __init__(
+        self, ir: Json, log: logging.Logger | None, clock: Callable[[], float], rng: random.Random
+    ) -> None:
+        super().__init__()
+        if log is not None:
+            self.log = log
+        self.ir = ir
+        self.clock = clock
+        self.start_time = clock()
+        self.x = ExternCtx(self, rng)
+        self.mcast: dict[int, list[tuple[int, int]]] = {}
+        self.sessions: dict[int, CloneSession] = {}
+        self.digest_fields = {d["name"]: [f["name"] for f in d["fields"]] for d in ir.get("digests", [])}
+        self.errors: list[str] = list(ir.get("errors") or [])
+        self._compile()
+
+    # ------------------------------------------------------------------------------ compile
+    def _compile(self) -> None:
+        ir = self.ir
+        gen = Codegen(ir)
+        source = gen.generate()
+        pipeline = ir["pipeline"]
+        if pipeline.get("arch", "v1model") != "v1model":
+            raise ProgramError(f"architecture {pipeline.get('arch')} is not supported by p4switch")
+        source += self._drivers(pipeline)
+        self.source = source
+        g: dict[str, Any] = {
+            "_new": object.__new__,
+            "_from_bytes": int.from_bytes,
+            "_Reject": Reject,
+            "_Exit": ExitBlock,
+            "_lookahead": _lookahead,
+            "_div": _div,
+            "_mod": _mod,
+            "_HASH": HASH_ALGORITHMS,
+            "_hash_offset": hash_offset,
+            "X": self.x,
+            "TR": False,
+            "_trace": self._trace,
+            "_trace_table": self._trace_table,
+        }
+        try:
+            code = compile(source, f"<p4switch {ir.get('source', 'program')}>", "exec")
+        except SyntaxError as exc:  # a bug in codegen: say where
+            raise ProgramError(f"internal error compiling the program: {exc}") from exc
+        exec(code, g)
+        self.g = g
+        self._make_externs(gen)
+        self._make_tables(gen)
+        self.new_headers = g[f"S_{ident(pipeline['headers_type'])}"]
+        self.new_meta = g[f"S_{ident(pipeline['metadata_type'])}"]
+        self.new_sm = g["S_standard_metadata_t"]
+        self.run_parser = g["RUN_parser"]
+        self.run_verify = g["RUN_verify_checksum"]
+        self.run_ingress = g["RUN_ingress"]
+        self.run_egress = g["RUN_egress"]
+        self.run_compute = g["RUN_compute_checksum"]
+        self.run_deparser = g["RUN_deparser"]
+
+    def _drivers(self, pipeline: Json) -> str:
+        """Small functions calling each block with (packet, headers, meta, standard_metadata) in the
+        block's own parameter order."""
+        blocks = {b["name"]: b for b in self.ir["parsers"] + self.ir["controls"]}
+        roles = {pipeline["headers_type"]: "H", pipeline["metadata_type"]: "M", "standard_metadata_t": "SM"}
+        lines = []
+        for role in ("parser", "verify_checksum", "ingress", "egress", "compute_checksum", "deparser"):
+            name = pipeline[role]
+            blk = blocks.get(name)
+            if blk is None:
+                raise ProgramError(f"pipeline block {name} not found")
+            args = []
+            for p in blk["params"]:
+                t = p["type"]
+                if t["k"] in ("packet_in", "packet_out"):
+                    args.append("pk")
+                elif t["k"] == "struct" and t["name"] in roles:
+                    args.append(roles[t["name"]])
+                else:
+                    raise ProgramError(
+                        f"{blk.get('src', name)}: parameter {p['name']} of {name} is not a "
+                        "v1model pipeline parameter"
+                    )
+            prefix = "PARSER" if role == "parser" else "CONTROL"
+            lines.append(f"def RUN_{role}(pk, H, M, SM):")
+            lines.append(f"    return {prefix}_{ident(name)}({', '.join(args)})")
+        return "\n".join(lines) + "\n"
+
+    def _make_externs(self, gen: Codegen) -> None:
+        self.counters: dict[str, Counter] = {}
+        self.meters: dict[str, MeterArray] = {}
+        self.registers: dict[str, Register] = {}
+        self.direct_meters: dict[str, Json] = {}
+        self.profiles_ir: dict[str, Json] = {}
+        for name, inst in gen.externs.items():
+            kind = inst["kind"]
+            obj: Any = None
+            if kind == "counter":
+                obj = self.counters[name] = Counter(name, int(inst["size"]))
+            elif kind == "meter":
+                obj = self.meters[name] = MeterArray(
+                    name, int(inst["size"]), inst.get("unit") == "bytes", self.clock
+                )
+            elif kind == "register":
+                t = inst["type"]
+                width = 1 if t["k"] == "bool" else int(t["w"])
+                obj = self.registers[name] = Register(name, int(inst["size"]), width, t["k"] == "int")
+            elif kind == "direct_meter":
+                self.direct_meters[name] = inst
+            elif kind in ("action_profile", "action_selector"):
+                self.profiles_ir[name] = inst
+                if kind == "action_selector" and inst.get("algorithm") not in HASH_ALGORITHMS:
+                    raise ProgramError(
+                        f"{inst.get('src', name)}: action_selector algorithm "
+                        f"{inst.get('algorithm')} is not supported by p4switch"
+                    )
+            self.g[f"EXT{gen.extern_ids[name]}"] = obj
+
+    def _make_tables(self, gen: Codegen) -> None:
+        self.tables: dict[str, Table] = {}
+        self.profiles: dict[str, ActionProfile] = {}
+        infos: dict[str, dict[str, ActionInfo]] = {}
+        for t in self.ir["tables"]:
+            acts = {}
+            for ref in t["actions"]:
+                a = gen.actions[ref["name"]]
+                params = [(p["name"], gen.width(p["type"])) for p in a["params"]]
+                fn = self.g[gen.action_fns[(t["control"], a["name"])]]
+                acts[a["name"]] = ActionInfo(a["name"], params, fn)
+            infos[t["name"]] = acts
+        for name, inst in self.profiles_ir.items():
+            union: dict[str, ActionInfo] = {}
+            for tname in inst.get("tables", []):
+                union.update(infos.get(tname, {}))
+            self.profiles[name] = ActionProfile(
+                name,
+                union,
+                int(inst.get("size", 0)),
+                inst.get("algorithm"),
+                int(inst.get("output_width", 0)),
+                int(inst.get("max_group_size", 0)),
+            )
+        for t in self.ir["tables"]:
+            keys = [
+                KeyField(k["name"], k["match"], gen.width(k["type"]))
+                for k in t["keys"]
+                if k["match"] != "selector"
+            ]
+            for k in keys:
+                if k.kind not in ("exact", "ternary", "lpm", "range", "optional"):
+                    raise ProgramError(f"{t.get('src')}: match kind {k.kind} is not supported by p4switch")
+            d = t["default_action"]
+            default = self._action_call(infos[t["name"]], d["name"], d.get("args", []), t)
+            meter_factory = None
+            if t.get("direct_meter"):
+                meter_factory = self._new_meter
+            table = Table(
+                t["name"],
+                keys,
+                infos[t["name"]],
+                {a["name"]: a.get("scope", "all") for a in t["actions"]},
+                default,
+                bool(d.get("const")),
+                int(t.get("size") or 0),
+                self.profiles.get(t.get("implementation") or ""),
+                meter_factory,
+            )
+            for e in t.get("entries", []):
+                table.insert(self._const_entry(t, keys, infos[t["name"]], e), const=True)
+            table.immutable = bool(t.get("entries_const"))
+            tid = gen.table_ids[t["name"]]
+            self.g[f"TBL{tid}"] = table
+            self.g[f"TBL{tid}_lookup"] = table.lookup
+            self.tables[t["name"]] = table
+
+    def _new_meter(self) -> Meter:
+        return Meter(self.clock)
+
+    def _action_call(
+        self, acts: dict[str, ActionInfo], name: str, args: Sequence[int], t: Json
+    ) -> ActionCall:
+        info = acts.get(name)
+        if info is None:
+            raise ProgramError(f"{t.get('src')}: table {t['name']}: action {name} is not in its actions")
+        return ActionCall(name, {p: int(v) for (p, _), v in zip(info.params, args, strict=True)})
+
+    def _const_entry(self, t: Json, keys: list[KeyField], acts: dict[str, ActionInfo], e: Json) -> TableEntry:
+        match: dict[str, Any] = {}
+        for k, m in zip(keys, e["match"], strict=True):
+            kind = m["kind"]
+            if kind == "dont_care":
+                continue
+            if kind == "exact":
+                # const entries of optional/ternary keys may be written as plain values
+                value = m["value"]
+                match[k.name] = {
+                    "exact": Exact(value),
+                    "optional": Optional_(value),
+                    "ternary": Ternary(value, (1 << k.width) - 1),
+                    "lpm": Lpm(value, k.width),
+                    "range": Range(value, value),
+                }[k.kind]
+            elif kind == "ternary":
+                match[k.name] = Ternary(m["value"] & m["mask"], m["mask"])
+            elif kind == "lpm":
+                match[k.name] = Lpm(m["value"], m["prefix_len"])
+            elif kind == "range":
+                match[k.name] = Range(m["low"], m["high"])
+            elif kind == "optional":
+                match[k.name] = Optional_(m["value"])
+        action = self._action_call(acts, e["action"]["name"], e["action"].get("args", []), t)
+        return TableEntry(match, action, int(e.get("priority") or 1))
+
+    # --------------------------------------------------------------------------------- trace
+    def _trace(self, fmt: str, *args: Any) -> None:
+        self.log.log(TRACE, fmt, *args)
+
+    def _trace_table(self, table: Table, slot: Any) -> None:
+        if slot is None:
+            action = table.default.action
+            name = action.name if isinstance(action, ActionCall) else str(action)
+            self.log.log(TRACE, "table %s: miss, default action %s", table.name, name)
+        else:
+            self.log.log(TRACE, "table %s: hit entry %s", table.name, table.describe(slot))
+
+    def bump(self, key: str, n: int = 1) -> None:
+        self.stats[key] = self.stats.get(key, 0) + n
+
+    def emit_digest(self, name: str, values: tuple[int, ...]) -> None:
+        self.bump("digest")
+        names = self.digest_fields.get(name) or [f"f{i}" for i in range(len(values))]
+        if self.log.isEnabledFor(TRACE):
+            self.log.log(TRACE, "digest %s %s", name, values)
+        sink = self.digest_sink
+        if sink is not None:
+            sink(name, [(n, int(v)) for n, v in zip(names, values, strict=False)])
+
+    # ---------------------------------------------------------------------------- data plane
+    def process(self, ingress_port: int, frame: bytes) -> list[tuple[int, bytes]]:
+        with self.lock:
+            try:
+                return self._process(ingress_port, bytes(frame))
+            except Exception:  # never raise to the caller: count, log, drop
+                self.bump("internal_error")
+                self.log.exception("internal error processing a frame from port %d", ingress_port)
+                return []
+
+    def _new_sm(self, port: int, length: int) -> Any:
+        sm = self.new_sm()
+        sm.ingress_port = port
+        sm.packet_length = length
+        sm.ingress_global_timestamp = int((self.clock() - self.start_time) * 1e6) & 0xFFFFFFFFFFFF
+        return sm
+
+    def _parse(self, port: int, frame: bytes) -> tuple[Any, Any, Any, bytes]:
+        h, m = self.new_headers(), self.new_meta()
+        sm = self._new_sm(port, len(frame))
+        self.x.sm = sm
+        pk = PacketCtx(frame)
+        code = self.run_parser(pk, h, m, sm)
+        if code > 0:
+            sm.parser_error = code
+            name = self.errors[code] if code < len(self.errors) else str(code)
+            self.bump("parser_error:" + name)
+            if self.g["TR"]:
+                self._trace("parser: error %s, packet goes on to ingress", name)
+        return h, m, sm, frame[pk.pos :]
+
+    def _process(self, port: int, frame: bytes) -> list[tuple[int, bytes]]:
+        tr = self.g["TR"] = self.log.isEnabledFor(TRACE)
+        stats = self.stats
+        stats["rx"] = stats.get("rx", 0) + 1
+        x = self.x
+        x.length = len(frame)
+        x.clone_req = None
+        x.meter_color = 0
+        if tr:
+            self._trace("packet in: port %d, %d bytes", port, len(frame))
+        h, m, sm, payload = self._parse(port, frame)
+        x.payload = payload
+        self.run_verify(None, h, m, sm)
+        self.run_ingress(None, h, m, sm)
+        out: list[tuple[int, bytes]] = []
+        req = x.clone_req
+        if req is not None and req[0] == "I2E":
+            self._ingress_clone(port, frame, m, req, out)
+        copies = self._traffic_manager(h, m, sm)
+        for eh, em, esm in copies:
+            self._egress(eh, em, esm, payload, out, 0, 0)
+        stats["tx"] = stats.get("tx", 0) + len(out)
+        if tr:
+            self._trace("packet out: %s", [(p, len(f)) for p, f in out] or "dropped")
+        return out
+
+    def _traffic_manager(self, h: Any, m: Any, sm: Any) -> list[tuple[Any, Any, Any]]:
+        """The egress copies of a packet after ingress: multicast replicas, the unicast copy or none."""
+        group = sm.mcast_grp
+        if group:
+            replicas = self.mcast.get(group, [])
+            if self.g["TR"]:
+                self._trace("egress decision: multicast group %d, %d copies", group, len(replicas))
+            self.bump("mcast_copies", len(replicas))
+            copies = []
+            for i, (port, rid) in enumerate(replicas):
+                last = i == len(replicas) - 1
+                ch, cm, csm = (h, m, sm) if last else (h.copy(), m.copy(), sm.copy())
+                csm.egress_port = port
+                csm.egress_rid = rid
+                csm.instance_type = PKT_INSTANCE_REPLICATION
+                copies.append((ch, cm, csm))
+            return copies
+        if sm.egress_spec == DROP_PORT:
+            if self.g["TR"]:
+                self._trace("egress decision: drop")
+            self.bump("dropped")
+            return []
+        sm.egress_port = sm.egress_spec
+        if self.g["TR"]:
+            self._trace("egress decision: unicast port %d", sm.egress_port)
+        return [(h, m, sm)]
+
+    def _preserved_meta(self, m: Any, paths: tuple[tuple[str, ...], ...]) -> Any:
+        fresh = self.new_meta()
+        for path in paths:
+            src, dst = m, fresh
+            for name in path[:-1]:
+                src, dst = getattr(src, name), getattr(dst, name)
+            value = getattr(src, path[-1])
+            setattr(dst, path[-1], value.copy() if hasattr(value, "copy") else value)
+        return fresh
+
+    def _session(self, session_id: int) -> CloneSession | None:
+        session = self.sessions.get(session_id)
+        if session is None:
+            self.bump("clone_no_session")
+            if self.g["TR"]:
+                self._trace("clone: session %d does not exist, no clone", session_id)
+        return session
+
+    def _ingress_clone(
+        self, port: int, frame: bytes, m: Any, req: tuple[str, int, Any], out: list[tuple[int, bytes]]
+    ) -> None:
+        """I2E: the packet as it entered ingress (re-parsed), fresh metadata but the preserved fields."""
+        session = self._session(req[1])
+        if session is None:
+            return
+        for replica in session.replicas:
+            self.bump("clone")
+            ch, _, csm, payload = self._parse(port, frame)
+            cm = self._preserved_meta(m, req[2])
+            csm.instance_type = PKT_INSTANCE_INGRESS_CLONE
+            csm.egress_port = replica.port
+            csm.egress_rid = replica.rid
+            if self.g["TR"]:
+                self._trace("clone I2E: session %d to port %d", session.session_id, replica.port)
+            self._egress(ch, cm, csm, payload, out, 1, session.packet_length_bytes)
+
+    def _egress(
+        self, h: Any, m: Any, sm: Any, payload: bytes, out: list[tuple[int, bytes]], depth: int, truncate: int
+    ) -> None:
+        x = self.x
+        x.clone_req = None
+        x.sm = sm
+        x.length = sm.packet_length
+        x.payload = payload
+        sm.egress_spec = 0
+        self.run_egress(None, h, m, sm)
+        req = x.clone_req
+        if req is not None and req[0] == "E2E" and depth < MAX_CLONE_DEPTH:
+            session = self._session(req[1])
+            for replica in session.replicas if session else ():
+                self.bump("clone")
+                csm = sm.copy()
+                csm.instance_type = PKT_INSTANCE_EGRESS_CLONE
+                csm.egress_port = replica.port
+                csm.egress_rid = replica.rid
+                if self.g["TR"]:
+                    self._trace("clone E2E: session %d to port %d", req[1], replica.port)
+                assert session is not None
+                self._egress(
+                    h.copy(),
+                    self._preserved_meta(m, req[2]),
+                    csm,
+                    payload,
+                    out,
+                    depth + 1,
+                    session.packet_length_bytes,
+                )
+        if sm.egress_spec == DROP_PORT:
+            self.bump("dropped")
+            if self.g["TR"]:
+                self._trace("egress: dropped (mark_to_drop in egress)")
+            return
+        x.payload = payload
+        self.run_compute(None, h, m, sm)
+        pk = PacketCtx(b"")
+        self.run_deparser(pk, h, m, sm)
+        pk.out.append(payload)
+        data = b"".join(pk.out)
+        if truncate:
+            data = data[:truncate]
+        out.append((sm.egress_port, data))
+
+    # -------------------------------------------------------------------------------- tables
+    def _table(self, name: str) -> Table:
+        return lookup_name(self.tables, name, "table")  # type: ignore[no-any-return]
+
+    def table_insert(self, table: str, entry: TableEntry) -> None:
+        with self.lock:
+            self._table(table).insert(entry)
+
+    def table_modify(self, table: str, entry: TableEntry) -> None:
+        with self.lock:
+            self._table(table).modify(entry)
+
+    def table_delete(self, table: str, entry: TableEntry) -> None:
+        with self.lock:
+            self._table(table).delete(entry)
+
+    def table_entries(self, table: str) -> list[TableEntry]:
+        with self.lock:
+            return self._table(table).entries()
+
+    def table_set_default(self, table: str, action: ActionCall) -> None:
+        with self.lock:
+            self._table(table).set_default(action)
+
+    def table_reset_default(self, table: str) -> None:
+        with self.lock:
+            self._table(table).reset_default()
+
+    def table_get_default(self, table: str) -> ActionCall:
+        with self.lock:
+            action = self._table(table).default.action
+            assert isinstance(action, ActionCall)
+            return action
+
+    def table_clear(self, table: str) -> None:
+        with self.lock:
+            self._table(table).clear()
+
+    # ------------------------------------------------------------------------------ profiles
+    def _profile(self, name: str) -> ActionProfile:
+        return lookup_name(self.profiles, name, "action profile")  # type: ignore[no-any-return]
+
+    def member_insert(self, profile: str, member_id: int, action: ActionCall) -> None:
+        with self.lock:
+            self._profile(profile).member_insert(member_id, action)
+
+    def member_modify(self, profile: str, member_id: int, action: ActionCall) -> None:
+        with self.lock:
+            self._profile(profile).member_modify(member_id, action)
+
+    def member_delete(self, profile: str, member_id: int) -> None:
+        with self.lock:
+            self._profile(profile).member_delete(member_id)
+
+    def members(self, profile: str) -> list[Member]:
+        with self.lock:
+            return self._profile(profile).members()
+
+    def group_insert(
+        self, profile: str, group_id: int, members: list[tuple[int, int]], max_size: int = 0
+    ) -> None:
+        with self.lock:
+            self._profile(profile).group_set(group_id, members, max_size, insert=True)
+
+    def group_modify(
+        self, profile: str, group_id: int, members: list[tuple[int, int]], max_size: int = 0
+    ) -> None:
+        with self.lock:
+            self._profile(profile).group_set(group_id, members, max_size, insert=False)
+
+    def group_delete(self, profile: str, group_id: int) -> None:
+        with self.lock:
+            self._profile(profile).group_delete(group_id)
+
+    def groups(self, profile: str) -> list[Group]:
+        with self.lock:
+            return self._profile(profile).groups()
+
+    # ---------------------------------------------------------- counters, meters, registers
+    def counter_read(self, name: str, index: int) -> tuple[int, int]:
+        with self.lock:
+            cell = lookup_name(self.counters, name, "counter").cell(index)
+            return cell[0], cell[1]
+
+    def counter_write(self, name: str, index: int, byte_count: int, packet_count: int) -> None:
+        with self.lock:
+            lookup_name(self.counters, name, "counter").cell(index)[:] = [byte_count, packet_count]
+
+    def counter_size(self, name: str) -> int:
+        return len(lookup_name(self.counters, name, "counter").cells)
+
+    def _direct_slot(self, table: str, entry: TableEntry, what: str) -> Any:
+        t = self._table(table)
+        if what == "meter" and t.meter_factory is None:
+            raise InvalidEntry(f"table {table} has no direct meter")
+        return t.find(entry)
+
+    def direct_counter_read(self, table: str, entry: TableEntry) -> tuple[int, int]:
+        with self.lock:
+            counter = self._direct_slot(table, entry, "counter").counter
+            return counter[0], counter[1]
+
+    def direct_counter_write(self, table: str, entry: TableEntry, byte_count: int, packet_count: int) -> None:
+        with self.lock:
+            self._direct_slot(table, entry, "counter").counter[:] = [byte_count, packet_count]
+
+    def meter_set(self, name: str, index: int, config: MeterConfig | None) -> None:
+        with self.lock:
+            lookup_name(self.meters, name, "meter").cell(index).configure(config)
+
+    def meter_get(self, name: str, index: int) -> MeterConfig | None:
+        with self.lock:
+            return lookup_name(self.meters, name, "meter").cell(index).config  # type: ignore[no-any-return]
+
+    def meter_size(self, name: str) -> int:
+        return len(lookup_name(self.meters, name, "meter").cells)
+
+    def direct_meter_set(self, table: str, entry: TableEntry, config: MeterConfig | None) -> None:
+        with self.lock:
+            self._direct_slot(table, entry, "meter").meter.configure(config)
+
+    def direct_meter_get(self, table: str, entry: TableEntry) -> MeterConfig | None:
+        with self.lock:
+            return self._direct_slot(table, entry, "meter").meter.config  # type: ignore[no-any-return]
+
+    def register_read(self, name: str, index: int) -> int:
+        with self.lock:
+            reg = lookup_name(self.registers, name, "register")
+            reg.check_index(index)
+            return reg.read(index)  # type: ignore[no-any-return]
+
+    def register_write(self, name: str, index: int, value: int) -> None:
+        with self.lock:
+            reg = lookup_name(self.registers, name, "register")
+            reg.check_index(index)
+            reg.write(index, value)
+
+    def register_size(self, name: str) -> int:
+        return len(lookup_name(self.registers, name, "register").cells)
+
+    # ---------------------------------------------------------------- replication engine
+    def mcast_group_set(self, group_id: int, replicas: list[tuple[int, int]]) -> None:
+        if not 0 < group_id < 1 << 16:
+            raise InvalidEntry(f"multicast group id {group_id} must be in 1..65535")
+        with self.lock:
+            self.mcast[group_id] = [(int(p), int(r)) for p, r in replicas]
+
+    def mcast_group_delete(self, group_id: int) -> None:
+        with self.lock:
+            if self.mcast.pop(group_id, None) is None:
+                raise EntryNotFound(f"no multicast group {group_id}")
+
+    def mcast_groups(self) -> dict[int, list[tuple[int, int]]]:
+        with self.lock:
+            return {g: list(r) for g, r in self.mcast.items()}
+
+    def clone_session_set(
+        self,
+        session_id: int,
+        replicas: list[tuple[int, int]],
+        class_of_service: int = 0,
+        packet_length_bytes: int = 0,
+    ) -> None:
+        if session_id < 0 or packet_length_bytes < 0:
+            raise InvalidEntry("clone session id and packet_length_bytes must be >= 0")
+        with self.lock:
+            self.sessions[session_id] = CloneSession(
+                session_id, tuple(Replica(p, r) for p, r in replicas), class_of_service, packet_length_bytes
+            )
+
+    def clone_session_delete(self, session_id: int) -> None:
+        with self.lock:
+            if self.sessions.pop(session_id, None) is None:
+                raise EntryNotFound(f"no clone session {session_id}")
+
+    def clone_sessions(self) -> list[CloneSession]:
+        with self.lock:
+            return list(self.sessions.values())
+
+
+def load(
+    ir_json: bytes | str,
+    log: logging.Logger | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    rng: random.Random | None = None,
+) -> V1Switch:
+    try:
+        ir = json.loads(ir_json)
+    except ValueError as exc:
+        raise ProgramError(f"program is not valid JSON: {exc}") from None
+    if not isinstance(ir, dict) or ir.get("format") != "p4switch-ir":
+        raise ProgramError("program is not p4switch IR JSON (format != 'p4switch-ir')")
+    try:
+        return V1Switch(ir, log, clock, rng or random.Random())
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        raise ProgramError(f"malformed p4switch IR: {type(exc).__name__}: {exc}") from exc
