@@ -1,0 +1,167 @@
+"""RoCEv2 frames as bytes: where the headers are, the masked headers, and the ICRC (DESIGN section 3).
+
+The invariant CRC covers, in order: 8 bytes of ones standing for the LRH that RoCEv2 does not carry; the
+IPv6 header (the GRH) with traffic class, flow label and hop limit as ones and, for destinations in
+fe80::/10 or fec0::/10, the 38 MF bits as zeros; the UDP header with its checksum as ones; the BTH with
+byte 4 (FECN, BECN, reserved) as ones; then everything after the BTH up to the ICRC. The CRC is the
+IEEE CRC-32 (``zlib.crc32``) and travels least significant byte first, as ``scapy.contrib.roce`` and the
+Linux rxe driver write it.
+
+The same masked header bytes, cut at the end of the transport headers H, are the GCM associated data of
+the secure transport modes, so both live here.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass
+
+from ibsec import opcodes
+from ibsec.addressing import mask_mf
+
+ETHER_LEN = 14
+VLAN_LEN = 4
+ETHERTYPE_IPV6 = 0x86DD
+ETHERTYPE_VLAN = (0x8100, 0x88A8)
+IPV6_LEN = 40
+UDP_LEN = 8
+ROCEV2_PORT = 4791
+ICRC_LEN = 4
+LRH_ONES = b"\xff" * 8
+"""What stands for the LRH that RoCEv2 frames do not carry."""
+
+
+class WireError(ValueError):
+    """Base of every error about a frame's bytes; messages name fields and offsets, never key bytes."""
+
+
+class Malformed(WireError):
+    """The frame is not a well-formed RoCEv2-over-IPv6 frame (or its length fields disagree with it)."""
+
+
+@dataclass(frozen=True)
+class RoceFrame:
+    """Offsets of the headers inside a RoCEv2 frame (Ethernet [/ VLAN] / IPv6 / UDP 4791 / BTH ...)."""
+
+    data: bytes
+    ip: int
+    """Offset of the IPv6 header."""
+
+    @property
+    def udp(self) -> int:
+        """Offset of the UDP header."""
+        return self.ip + IPV6_LEN
+
+    @property
+    def bth(self) -> int:
+        """Offset of the BTH."""
+        return self.udp + UDP_LEN
+
+    @property
+    def opcode(self) -> opcodes.Opcode:
+        """The BTH opcode's table entry; :class:`Malformed` for reserved or unsupported codes."""
+        try:
+            return opcodes.lookup(self.data[self.bth])
+        except opcodes.UnknownOpcode as err:
+            raise Malformed(str(err)) from None
+
+    @property
+    def headers_end(self) -> int:
+        """Offset just past H (the BTH and the extension headers its opcode calls for)."""
+        end = self.bth + self.opcode.header_length
+        if end > len(self.data) - ICRC_LEN:
+            raise Malformed(f"{self.opcode.name} needs {self.opcode.header_length} header bytes: too short")
+        return end
+
+    @property
+    def psn(self) -> int:
+        """The 24-bit PSN on the wire."""
+        return int.from_bytes(self.data[self.bth + 9:self.bth + 12], "big")
+
+    @property
+    def pad_count(self) -> int:
+        """BTH PadCnt: pad bytes at the end of the payload."""
+        return (self.data[self.bth + 1] >> 4) & 0x3
+
+
+def locate(frame: bytes) -> RoceFrame:
+    """Find the headers of a RoCEv2 frame and check its IPv6 and UDP lengths against its size.
+
+    Accepts up to two VLAN tags; refuses IPv6 extension headers (RoCEv2 uses none) and frames whose
+    length fields disagree with the bytes, so nothing downstream works on a half-parsed frame.
+    """
+    offset = ETHER_LEN - 2
+    ethertype = _u16(frame, offset)
+    for _ in range(2):
+        if ethertype not in ETHERTYPE_VLAN:
+            break
+        offset += VLAN_LEN
+        ethertype = _u16(frame, offset)
+    if ethertype != ETHERTYPE_IPV6:
+        raise Malformed(f"ethertype {ethertype:#06x} is not IPv6")
+    found = RoceFrame(frame, offset + 2)
+    if len(frame) < found.bth + opcodes.BTH_LEN + ICRC_LEN:
+        raise Malformed(f"frame of {len(frame)} bytes is too short for IPv6/UDP/BTH/ICRC")
+    if frame[found.ip] >> 4 != 6:
+        raise Malformed(f"IP version {frame[found.ip] >> 4} is not 6")
+    if frame[found.ip + 6] != 17:
+        raise Malformed(f"IPv6 next header {frame[found.ip + 6]} is not UDP")
+    if _u16(frame, found.udp + 2) != ROCEV2_PORT:
+        raise Malformed(f"UDP destination port {_u16(frame, found.udp + 2)} is not RoCEv2 ({ROCEV2_PORT})")
+    payload_len = len(frame) - found.udp
+    if _u16(frame, found.ip + 4) != payload_len or _u16(frame, found.udp + 4) != payload_len:
+        raise Malformed(f"IPv6 payload length {_u16(frame, found.ip + 4)} / UDP length "
+                        f"{_u16(frame, found.udp + 4)} disagree with the {payload_len} bytes after IPv6")
+    return found
+
+
+def set_lengths(frame: bytearray, ip: int) -> None:
+    """Make the IPv6 payload length and the UDP length count every byte after the IPv6 header."""
+    payload_len = len(frame) - ip - IPV6_LEN
+    if payload_len > 0xFFFF:
+        raise Malformed(f"{payload_len} bytes after IPv6 do not fit a 16-bit length")
+    struct.pack_into("!H", frame, ip + 4, payload_len)
+    struct.pack_into("!H", frame, ip + IPV6_LEN + 4, payload_len)
+
+
+def masked(frame: RoceFrame, end: int) -> bytes:
+    """The ICRC's view of ``frame.data[ip:end]``, preceded by the LRH's 8 bytes of ones.
+
+    ``end`` = :attr:`RoceFrame.headers_end` gives the masked headers (the GCM associated data);
+    ``end`` = the ICRC's offset gives everything the ICRC covers.
+    """
+    out = bytearray(LRH_ONES)
+    out += frame.data[frame.ip:end]
+    ip = len(LRH_ONES)
+    out[ip] |= 0x0F  # traffic class (high nibble) ...
+    out[ip + 1:ip + 4] = b"\xff\xff\xff"  # ... rest of traffic class and flow label
+    out[ip + 7] = 0xFF  # hop limit
+    out[ip + 24:ip + 40] = mask_mf(bytes(out[ip + 24:ip + 40]))  # MF bits as zeros if markable
+    udp = ip + IPV6_LEN
+    out[udp + 6:udp + 8] = b"\xff\xff"  # UDP checksum
+    out[udp + UDP_LEN + 4] = 0xFF  # BTH byte 4: FECN, BECN, reserved
+    return bytes(out)
+
+
+def compute(frame: RoceFrame) -> bytes:
+    """The 4 ICRC bytes (wire order) for everything before the frame's last 4 bytes."""
+    crc = zlib.crc32(masked(frame, len(frame.data) - ICRC_LEN))
+    return crc.to_bytes(4, "little")
+
+
+def verify(frame: bytes) -> bool:
+    """True if the frame's last 4 bytes are its ICRC."""
+    found = locate(frame)
+    return frame[-ICRC_LEN:] == compute(found)
+
+
+def with_icrc(frame: bytes) -> bytes:
+    """``frame`` with its last 4 bytes replaced by the ICRC (e.g. after a switch or a test changed it)."""
+    return frame[:-ICRC_LEN] + compute(locate(frame))
+
+
+def _u16(data: bytes, offset: int) -> int:
+    if offset + 2 > len(data):
+        raise Malformed(f"frame of {len(data)} bytes ends before offset {offset + 2}")
+    return int(struct.unpack_from("!H", data, offset)[0])
