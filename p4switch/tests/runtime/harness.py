@@ -1,0 +1,357 @@
+"""Plumbing shared by the runtime tests: compiling test programs, an in-process P4Runtime server, a raw
+gRPC stream client (to look at exact messages and error details), veth pairs and raw sockets for the
+real-process tests. No test logic here: the tests say what they check."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import os
+import queue
+import select
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+from finsy.proto import U128, p4i, p4r, p4r_grpc, rpc_status
+from google.protobuf import text_format
+
+from p4switch.runtime.device import Device
+from p4switch.runtime.server import P4RuntimeService, serve
+
+HERE = Path(__file__).parent
+PROGRAMS = HERE / "programs"
+SHARED_PROGRAMS = HERE.parent / "programs"
+VENV_BIN = Path(sys.executable).parent
+DEVICE_ID = 1
+SetPipeline = p4r.SetForwardingPipelineConfigRequest
+CPU_PORT = 64
+"""The CPU port the test programs and servers use (runtime_test.p4's CPU_PORT)."""
+
+
+@dataclass(frozen=True)
+class Program:
+    """A compiled program: the engine JSON (p4_device_config) and its P4Info."""
+
+    json: bytes
+    p4info: p4i.P4Info
+    json_path: Path
+    p4info_path: Path
+
+    def name_to_id(self, kind: str, name: str) -> int:
+        """The P4Info id of the object of ``kind`` ("tables", "actions", ...) named ``name``."""
+        for obj in getattr(self.p4info, kind):
+            if obj.preamble.name == name:
+                return int(obj.preamble.id)
+        raise KeyError(f"no {kind} named {name}")
+
+    def field_id(self, table: str, field_name: str) -> int:
+        tbl = next(t for t in self.p4info.tables if t.preamble.name == table)
+        return next(int(f.id) for f in tbl.match_fields if f.name == field_name)
+
+    def param_id(self, action: str, param: str) -> int:
+        act = next(a for a in self.p4info.actions if a.preamble.name == action)
+        return next(int(p.id) for p in act.params if p.name == param)
+
+    def metadata_id(self, header: str, name: str) -> int:
+        cpm = next(c for c in self.p4info.controller_packet_metadata if c.preamble.name == header)
+        return next(int(m.id) for m in cpm.metadata if m.name == name)
+
+
+def checked_in_program(name: str) -> Program:
+    """A program whose IR JSON is checked in (tests/programs/NAME.json) with its P4Info (programs/)."""
+    json_path = SHARED_PROGRAMS / f"{name}.json"
+    p4info_path = PROGRAMS / f"{name}.p4info.txtpb"
+    p4info = text_format.Parse(p4info_path.read_text(), p4i.P4Info())
+    return Program(json_path.read_bytes(), p4info, json_path, p4info_path)
+
+
+_compiled: dict[Path, Program] = {}
+
+
+def compile_program(source: Path, out_dir: Path) -> Program:
+    """Compile ``source`` with p4switch-cc (once per session) into ``out_dir``."""
+    if source in _compiled:
+        return _compiled[source]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    json_path = out_dir / (source.stem + ".json")
+    p4info_path = out_dir / (source.stem + ".p4info.txtpb")
+    result = subprocess.run(
+        [str(VENV_BIN / "p4switch-cc"), str(source), "-o", str(json_path),
+         "--p4runtime-files", str(p4info_path)],
+        capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, f"p4switch-cc {source.name} failed:\n{result.stderr}"
+    p4info = text_format.Parse(p4info_path.read_text(), p4i.P4Info())
+    program = Program(json_path.read_bytes(), p4info, json_path, p4info_path)
+    _compiled[source] = program
+    return program
+
+
+# ------------------------------------------------------------------------------ in-process server
+
+
+@dataclass
+class InProcessSwitch:
+    """A P4RuntimeService on 127.0.0.1:<ephemeral> whose transmitted frames are collected."""
+
+    address: str
+    service: P4RuntimeService
+    device: Device
+    sent: queue.Queue[tuple[int, bytes]]
+
+    def inject(self, port: int, frame: bytes) -> None:
+        """A frame arriving on ``port`` (what the data plane would do)."""
+        self.device.process(port, frame)
+
+    def expect_sent(self, timeout: float = 2.0) -> tuple[int, bytes]:
+        return self.sent.get(timeout=timeout)
+
+    def nothing_sent(self, wait: float = 0.2) -> bool:
+        try:
+            self.sent.get(timeout=wait)
+        except queue.Empty:
+            return True
+        return False
+
+
+@contextlib.contextmanager
+def in_process_switch(device_id: int = DEVICE_ID, cpu_port: int | None = CPU_PORT
+                      ) -> Iterator[InProcessSwitch]:
+    log = logging.getLogger(f"p4switch.test.dev{device_id}")
+    device = Device(device_id, cpu_port, log)
+    sent: queue.Queue[tuple[int, bytes]] = queue.Queue()
+    device.transmit = lambda port, frame: sent.put((port, frame))
+    service = P4RuntimeService(device, log)
+    server, port = serve(service, "127.0.0.1:0", max_workers=16)
+    try:
+        yield InProcessSwitch(f"127.0.0.1:{port}", service, device, sent)
+    finally:
+        service.close()
+        server.stop(grace=None).wait(5)
+
+
+# ---------------------------------------------------------------------------- raw stream client
+
+
+_election_ids = itertools.count(100)
+
+
+@dataclass
+class StreamClient:
+    """A P4Runtime client on the raw stub: one StreamChannel whose responses land in a queue."""
+
+    address: str
+    device_id: int = DEVICE_ID
+    election_id: int | None = None
+    channel: grpc.Channel = field(init=False)
+    stub: p4r_grpc.P4RuntimeStub = field(init=False)
+    responses: queue.Queue[p4r.StreamMessageResponse | grpc.RpcError] = field(default_factory=queue.Queue)
+    _requests: queue.Queue[p4r.StreamMessageRequest | None] = field(default_factory=queue.Queue)
+
+    def __post_init__(self) -> None:
+        self.channel = grpc.insecure_channel(self.address)
+        self.stub = p4r_grpc.P4RuntimeStub(self.channel)
+        self._call = self.stub.StreamChannel(iter(self._requests.get, None))
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        try:
+            for response in self._call:
+                self.responses.put(response)
+        except grpc.RpcError as err:
+            self.responses.put(err)
+
+    def send(self, request: p4r.StreamMessageRequest) -> None:
+        self._requests.put(request)
+
+    def arbitrate(self, election_id: int | None) -> p4r.MasterArbitrationUpdate:
+        """Send a MasterArbitrationUpdate and return the server's answer."""
+        self.election_id = election_id
+        update = p4r.MasterArbitrationUpdate(device_id=self.device_id)
+        if election_id is not None:
+            update.election_id.CopyFrom(U128.encode(election_id))
+        self.send(p4r.StreamMessageRequest(arbitration=update))
+        return self.next("arbitration").arbitration
+
+    def next(self, kind: str, timeout: float = 3.0) -> p4r.StreamMessageResponse:
+        """The next stream response of ``kind`` (others are skipped); raises on a stream error."""
+        deadline = time.monotonic() + timeout
+        while True:
+            item = self.responses.get(timeout=max(0.01, deadline - time.monotonic()))
+            if isinstance(item, grpc.RpcError):
+                raise item
+            if item.WhichOneof("update") == kind:
+                return item
+
+    def no_message(self, kind: str, wait: float = 0.3) -> bool:
+        try:
+            self.next(kind, timeout=wait)
+        except queue.Empty:
+            return True
+        return False
+
+    def set_pipeline(self, program: Program, action: str = "VERIFY_AND_COMMIT", cookie: int | None = None
+                     ) -> None:
+        config = p4r.ForwardingPipelineConfig(p4info=program.p4info, p4_device_config=program.json)
+        if cookie is not None:
+            config.cookie.cookie = cookie
+        self.stub.SetForwardingPipelineConfig(self._stamped(SetPipeline(
+            device_id=self.device_id, action=SetPipeline.Action.Value(action), config=config)))
+
+    def write(self, *updates: p4r.Update) -> None:
+        self.stub.Write(self._stamped(p4r.WriteRequest(device_id=self.device_id, updates=list(updates))))
+
+    def read(self, *entities: p4r.Entity) -> list[p4r.Entity]:
+        found: list[p4r.Entity] = []
+        for response in self.stub.Read(p4r.ReadRequest(device_id=self.device_id, entities=list(entities))):
+            found.extend(response.entities)
+        return found
+
+    def _stamped(self, request):  # type: ignore[no-untyped-def]
+        if self.election_id is not None:
+            request.election_id.CopyFrom(U128.encode(self.election_id))
+        return request
+
+    def close(self) -> None:
+        self._requests.put(None)
+        self._call.cancel()
+        self.channel.close()
+
+
+@contextlib.contextmanager
+def primary_client(address: str, program: Program | None = None) -> Iterator[StreamClient]:
+    """A client that became primary (and pushed ``program`` when given)."""
+    client = StreamClient(address)
+    try:
+        answer = client.arbitrate(next(_election_ids))
+        assert answer.status.code == 0, answer
+        if program is not None:
+            client.set_pipeline(program)
+        yield client
+    finally:
+        client.close()
+
+
+def error_details(err: grpc.RpcError) -> list[p4r.Error]:
+    """The p4.v1.Error list of a failed Write/Read (google.rpc.Status in the trailing metadata)."""
+    for key, value in err.trailing_metadata() or ():  # type: ignore[attr-defined]
+        if key == "grpc-status-details-bin":
+            status = rpc_status.Status.FromString(value)
+            errors = []
+            for detail in status.details:
+                error = p4r.Error()
+                assert detail.Unpack(error)
+                errors.append(error)
+            return errors
+    return []
+
+
+def update(kind: int, **entity: object) -> p4r.Update:
+    return p4r.Update(type=kind, entity=p4r.Entity(**entity))  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------------------ veths, processes
+
+
+def run(*cmd: str) -> None:
+    subprocess.run(cmd, check=True, capture_output=True, timeout=20)
+
+
+@contextlib.contextmanager
+def veth_pairs(count: int, prefix: str) -> Iterator[list[tuple[str, str]]]:
+    """``count`` veth pairs (switch side, host side), up, IPv6 off; deleted afterwards whatever happens."""
+    pairs = [(f"{prefix}s{i}", f"{prefix}h{i}") for i in range(count)]
+    created: list[str] = []
+    try:
+        for sw, host in pairs:
+            run("ip", "link", "add", sw, "type", "veth", "peer", "name", host)
+            created.append(sw)
+            for name in (sw, host):
+                with contextlib.suppress(OSError):
+                    Path(f"/proc/sys/net/ipv6/conf/{name}/disable_ipv6").write_text("1")
+                run("ip", "link", "set", name, "up")
+        yield pairs
+    finally:
+        for sw in created:
+            subprocess.run(["ip", "link", "del", sw], capture_output=True, timeout=20)
+
+
+def unique_prefix(tag: str) -> str:
+    """Interface name prefix unique per test process (names are at most 15 characters)."""
+    return f"{tag}{os.getpid() % 100000}"
+
+
+def free_tcp_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class SwitchProcess:
+    proc: subprocess.Popen[str]
+    address: str
+    log_file: Path
+
+    def stop(self) -> int:
+        """SIGTERM and wait; returns the exit status."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        try:
+            return self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait(timeout=5)
+
+
+@contextlib.contextmanager
+def switch_process(args: list[str], log_file: Path, device_id: int = DEVICE_ID) -> Iterator[SwitchProcess]:
+    """Start `p4switch` with ``args`` and wait for its "listening" line; killed afterwards by pid."""
+    port = free_tcp_port()
+    cmd = [str(VENV_BIN / "p4switch"), "--device-id", str(device_id), "--grpc-server-addr",
+           f"127.0.0.1:{port}", "--log-file", str(log_file), *args]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    handle = SwitchProcess(proc, f"127.0.0.1:{port}", log_file)
+    try:
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], 30)
+        line = proc.stdout.readline() if ready else ""
+        assert "listening" in line, f"p4switch did not start: {line!r} {proc.stderr and proc.stderr.read()}"
+        yield handle
+    finally:
+        handle.stop()
+
+
+class RawPort:
+    """A raw socket on the host side of a veth: send frames in, capture frames out."""
+
+    def __init__(self, iface: str) -> None:
+        self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
+        self.sock.bind((iface, 0))
+        self.sock.setsockopt(263, 23, 1)  # PACKET_IGNORE_OUTGOING: do not capture what we send
+
+    def send(self, frame: bytes) -> None:
+        self.sock.send(frame)
+
+    def receive(self, timeout: float = 2.0, match: bytes | None = None) -> bytes | None:
+        """The next frame (starting with ``match`` when given) within ``timeout``, else None."""
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            ready, _, _ = select.select([self.sock], [], [], left)
+            if not ready:
+                return None
+            frame = self.sock.recv(65536)
+            if match is None or frame.startswith(match):
+                return frame
+        return None
+
+    def close(self) -> None:
+        self.sock.close()
