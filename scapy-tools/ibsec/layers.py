@@ -46,9 +46,10 @@ from scapy.fields import (
     XStrFixedLenField,
 )
 from scapy.layers.inet import UDP
+from scapy.layers.inet6 import IPv6
 from scapy.packet import Packet, Raw, bind_bottom_up, bind_layers, bind_top_down, split_bottom_up
 
-from ibsec import opcodes
+from ibsec import icrc, opcodes
 from ibsec.keys import WRAPPED_KEY_LEN, KeyType
 from ibsec.opcodes import Ext, Service
 
@@ -312,6 +313,24 @@ class BTH(roce.BTH):
 
     def guess_payload_class(self, payload: bytes) -> type[Packet]:
         return _after(self, None)
+
+    def compute_icrc(self, p: bytes) -> bytes:
+        """The ICRC of :mod:`ibsec.icrc` (MF bits as zeros for fe80/fec0 destinations) over IPv6.
+
+        ``p`` is this BTH and everything after it, ending with 4 placeholder bytes. RoCEv2 over IPv4
+        has no MF and keeps scapy.contrib.roce's computation.
+        """
+        udp = self.underlayer
+        ip = udp.underlayer if isinstance(udp, UDP) else None
+        if not isinstance(ip, IPv6):
+            return bytes(super().compute_icrc(p))
+        pseudo = ip.copy()
+        pseudo_udp = pseudo.getlayer(UDP)
+        assert pseudo_udp is not None and udp is not None  # the copy keeps the layers just checked
+        pseudo_udp.dport = udp.dport  # was overloaded by the BTH binding, not a field of the copy
+        pseudo_udp.remove_payload()
+        pseudo_udp.add_payload(Raw(p))
+        return icrc.compute(icrc.RoceFrame(bytes(pseudo), ip=0))
 
 
 class AETH(_ExtHeader, roce.AETH):
