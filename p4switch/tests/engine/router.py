@@ -135,7 +135,7 @@ def router_ir() -> dict[str, Any]:
             direct_counter="Ingress.route_hits",
         )
     ]
-    externs = [
+    externs: list[Json] = [
         {"kind": "direct_counter", "name": "Ingress.route_hits", "unit": "both", "table": "Ingress.routes"},
         {"kind": "counter", "name": "Ingress.port_pkts", "size": 16, "unit": "both"},
         {"kind": "register", "name": "Ingress.last_ttl", "size": 16, "type": bit(8)},

@@ -50,9 +50,9 @@ def router(clock: FakeClock) -> Switch:
     return sw
 
 
-def frame(dst: str = "10.1.2.3", ttl: int = 64, **ip_fields: int) -> bytes:
+def frame(dst: str = "10.1.2.3", ttl: int = 64, version: int = 4) -> bytes:
     pkt = Ether(dst="00:00:00:00:00:02", src="00:00:00:00:00:01") / IP(
-        src="192.168.0.1", dst=dst, ttl=ttl, **ip_fields
+        src="192.168.0.1", dst=dst, ttl=ttl, version=version
     )
     return bytes(pkt / UDP(sport=1234, dport=4791) / (b"x" * 20))
 
