@@ -1,0 +1,83 @@
+"""`p4switch-cc`: the p4switch front end, a drop-in for p4c-bm2-ss.
+
+    p4switch-cc PROGRAM.p4 -o PROGRAM.json --p4runtime-files PROGRAM.p4info.txtpb [-I DIR] [-D NAME=VALUE]
+
+Errors are printed as `file:line:col: message` and exit with status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from google.protobuf import text_format
+
+from p4switch.frontend import p4info
+from p4switch.frontend.elaborate import Elaborator
+from p4switch.frontend.errors import P4Error
+from p4switch.frontend.parser import parse
+from p4switch.frontend.preprocess import preprocess
+
+
+@dataclass
+class Compiled:
+    """The two outputs of a compile: the IR (docs/p4switch-ir.md) and the P4Info message."""
+
+    ir: dict[str, Any]
+    p4info: Any
+
+    def ir_json(self) -> str:
+        return json.dumps(self.ir, indent=1) + "\n"
+
+    def p4info_text(self) -> str:
+        return str(text_format.MessageToString(self.p4info))
+
+
+def compile_file(
+    path: Path, include_dirs: list[Path] | None = None, defines: dict[str, str] | None = None
+) -> Compiled:
+    """Compile one P4 program; raises P4Error (with file:line:col) for bad input."""
+    text, smap = preprocess(path, include_dirs, defines)
+    tree = parse(text, smap)
+    elab = Elaborator(tree, smap, text, path.name)
+    ir = elab.run()
+    info = p4info.build(ir, elab)
+    return Compiled(ir, info)
+
+
+def _define(text: str) -> tuple[str, str]:
+    name, _, value = text.partition("=")
+    return name, value if _ else "1"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="p4switch-cc", description="Compile P4_16 (v1model) for p4switch.")
+    ap.add_argument("program", type=Path)
+    ap.add_argument("-o", "--output", type=Path, help="IR JSON output (default: PROGRAM.json)")
+    ap.add_argument("--p4runtime-files", type=Path, help="P4Info output in protobuf text format")
+    ap.add_argument("-I", dest="include", action="append", type=Path, default=[], help="include directory")
+    ap.add_argument("-D", dest="define", action="append", default=[], help="NAME=VALUE macro definition")
+    ap.add_argument("--arch", default="v1model", help="architecture (only v1model)")
+    ap.add_argument("--std", default="p4-16", help="language (only p4-16)")
+    args = ap.parse_args(argv)
+    if args.arch != "v1model" or args.std not in ("p4-16", "p4_16"):
+        print("p4switch-cc: only --arch v1model --std p4-16 are supported by p4switch", file=sys.stderr)
+        return 1
+    try:
+        result = compile_file(args.program, args.include, dict(_define(d) for d in args.define))
+    except P4Error as exc:
+        print(str(exc), file=sys.stderr)
+        return 1
+    out = args.output or args.program.with_suffix(".json")
+    out.write_text(result.ir_json())
+    if args.p4runtime_files:
+        args.p4runtime_files.write_text(result.p4info_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1729 @@
+"""Type checker and IR lowering in one pass: parse tree -> the IR of docs/p4switch-ir.md.
+
+Every name is resolved, every expression typed (integer literals take the type of their context), constants
+are folded, direct action calls are inlined with copy-in/copy-out, and structs are flattened where the IR
+wants field lists. Errors are P4Error at the original file:line:col.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from lark import Token, Tree
+
+from p4switch.frontend.errors import P4Error, Pos, type_error, unsupported
+from p4switch.frontend.preprocess import SourceMap
+from p4switch.frontend.types import ANY, BOOL, ERROR, INFINT, STRING, VOID, Type, Value, bit, const, wrap
+
+PTree = Tree[Any]
+Node = PTree | Token
+IR = dict[str, Any]
+
+_V1SWITCH_BLOCKS = ("parser", "verify_checksum", "ingress", "egress", "compute_checksum", "deparser")
+_CHECKSUM_FNS = (
+    "verify_checksum",
+    "update_checksum",
+    "verify_checksum_with_payload",
+    "update_checksum_with_payload",
+)
+_UNIT = {"packets": "packets", "bytes": "bytes", "packets_and_bytes": "both"}
+
+
+@dataclass
+class Sym:
+    """What a name means in a scope."""
+
+    kind: str  # var const table action inst extern_fn block
+    t: Type = ANY
+    ir: str = ""  # IR variable name, or fully qualified control-plane name
+    value: Value | None = None
+    tree: PTree | None = None
+    control: str | None = None
+
+
+@dataclass
+class Ctx:
+    """State while lowering one parser or control."""
+
+    block: str
+    kind: str  # parser | control
+    scopes: list[dict[str, Sym]]
+    used: set[str] = field(default_factory=set)
+    locals: list[IR] = field(default_factory=list)
+    sink: list[IR] | None = None  # where hoisted locals go (an action's locals while lowering it)
+    params: list[IR] = field(default_factory=list)
+
+
+def kids(tree: Node) -> list[Any]:
+    return [c for c in tree.children if c is not None] if isinstance(tree, Tree) else []
+
+
+def sub(tree: PTree, data: str) -> PTree | None:
+    for c in tree.children:
+        if isinstance(c, Tree) and c.data == data:
+            return c
+    return None
+
+
+def parse_int(text: str) -> tuple[int, Type]:
+    """An integer literal with its type: `8w5` bit<8>, `8s5` int<8>, plain literals are infinite precision."""
+    s = text.replace("_", "")
+    t = INFINT
+    m = re.fullmatch(r"(\d+)([ws])(.+)", s)
+    if m:
+        t = Type("bit" if m.group(2) == "w" else "int", int(m.group(1)))
+        s = m.group(3)
+    low = s.lower()
+    base = 10
+    if low.startswith(("0x", "0b", "0o", "0d")):
+        base = {"x": 16, "b": 2, "o": 8, "d": 10}[low[1]]
+        s = s[2:]
+    return int(s, base), t
+
+
+class Elaborator:
+    """Lowers one parsed program. Use `run()`; the result is the IR dict plus side tables for P4Info."""
+
+    def __init__(self, tree: PTree, smap: SourceMap, text: str, source: str) -> None:
+        self.tree = tree
+        self.smap = smap
+        self.text = text
+        self.source = source
+        self.types: dict[str, tuple[str, Any]] = {}
+        self.globals: dict[str, Sym] = {}
+        self.errors: list[str] = []
+        self.match_kinds: set[str] = set()
+        self.enums: dict[str, list[str]] = {}
+        self.headers: dict[str, IR] = {}
+        self.structs: dict[str, IR] = {}
+        self.header_annos: dict[str, dict[str, list[Any]]] = {}
+        self.externs: list[IR] = []
+        self.extern_by_name: dict[str, IR] = {}
+        self.actions: dict[str, IR] = {}
+        self.action_annos: dict[str, dict[str, list[Any]]] = {}
+        self.tables: list[IR] = []
+        self.table_annos: dict[str, dict[str, list[Any]]] = {}
+        self.digests: dict[str, IR] = {}
+        self.parsers: list[IR] = []
+        self.controls: list[IR] = []
+        self.meta_type = ""
+        self.extern_annos: dict[str, dict[str, list[Any]]] = {}
+
+    # ------------------------------------------------------------------ positions and annotations
+    def pos(self, node: Node) -> Pos:
+        if isinstance(node, Token):
+            return self.smap.pos(node.line or 1, node.column or 1)
+        meta = node.meta
+        if getattr(meta, "empty", True):
+            for c in node.children:
+                if c is not None:
+                    return self.pos(c)
+            return Pos(self.source, 1, 1)
+        return self.smap.pos(meta.line, meta.column)
+
+    def src(self, node: Node) -> str:
+        return str(self.pos(node))
+
+    def source_text(self, node: PTree) -> str:
+        return re.sub(r"\s+", "", self.text[node.meta.start_pos : node.meta.end_pos])
+
+    def name(self, node: Node) -> str:
+        if isinstance(node, Token):
+            return str(node.value)
+        if node.data.startswith(("kw_", "mkw_")):
+            return node.data.split("_", 1)[1]
+        return self.name(node.children[0])
+
+    def annos(self, tree: PTree | None) -> dict[str, list[Any]]:
+        """Annotations as name -> list of literal arguments (strings and integers)."""
+        result: dict[str, list[Any]] = {}
+        if tree is None:
+            return result
+        for ann in kids(tree):
+            parts = kids(ann)
+            values: list[Any] = []
+            if len(parts) > 1:
+                for arg in kids(parts[1]):
+                    if isinstance(arg, Tree) and arg.data == "string_lit":
+                        values.append(str(arg.children[0])[1:-1])
+                    elif isinstance(arg, Tree) and arg.data == "int_lit":
+                        values.append(parse_int(str(arg.children[0]))[0])
+                    else:
+                        values.append(None)
+            result[self.name(parts[0])] = values
+        return result
+
+    # ------------------------------------------------------------------ declarations and types
+    def run(self) -> IR:
+        for decl in kids(self.tree):
+            self.declare(decl)
+        return self.lower_main()
+
+    def declare(self, decl: PTree) -> None:
+        handler: Callable[[PTree], None] | None = getattr(self, "decl_" + decl.data, None)
+        if handler is None:
+            raise unsupported(
+                self.pos(decl), decl.data.replace("_decl", "").replace("_", " ") + " declaration"
+            )
+        handler(decl)
+
+    def decl_empty_decl(self, decl: PTree) -> None:
+        return None
+
+    def decl_const_decl(self, decl: PTree) -> None:
+        self.globals[self.name(decl.children[2])] = self.make_const(decl, None)
+
+    def make_const(self, decl: PTree, ctx: Ctx | None) -> Sym:
+        t = self.resolve_type(decl.children[1])
+        v = self.coerce(self.expr(decl.children[3], ctx), t, decl.children[3])
+        if v.const is None:
+            raise type_error(self.pos(decl.children[3]), "a const needs a compile-time constant value")
+        return Sym("const", t, value=v)
+
+    def decl_typedef_decl(self, decl: PTree) -> None:
+        self.types[self.name(decl.children[2])] = ("typedef", self.resolve_type(decl.children[1]))
+
+    def fields(self, decl: PTree) -> list[tuple[str, Type, dict[str, list[Any]], PTree]]:
+        out = []
+        for f in decl.children[2:]:
+            if isinstance(f, Tree) and f.data == "field":
+                out.append(
+                    (self.name(f.children[2]), self.resolve_type(f.children[1]), self.annos(f.children[0]), f)
+                )
+        return out
+
+    def decl_header_decl(self, decl: PTree) -> None:
+        name = self.name(decl.children[1])
+        annos = self.annos(decl.children[0])
+        fields = []
+        for fname, t, _, f in self.fields(decl):
+            if not t.is_bits:
+                raise unsupported(self.pos(f), f"header field of type {t}")
+            fields.append({"name": fname, "w": t.w, "signed": t.k == "int"})
+        ch = annos.get("controller_header", [None])
+        self.headers[name] = {
+            "fields": fields,
+            "bits": sum(f["w"] for f in fields),
+            "controller_header": ch[0] if ch else None,
+        }
+        self.header_annos[name] = annos
+        self.types[name] = ("header", None)
+
+    def decl_struct_decl(self, decl: PTree) -> None:
+        name = self.name(decl.children[1])
+        fields = []
+        for fname, t, annos, f in self.fields(decl):
+            if t.k not in ("bit", "int", "bool", "header", "struct", "stack", "error", "enum"):
+                raise unsupported(self.pos(f), f"struct field of type {t}")
+            entry: IR = {"name": fname, "type": t.json()}
+            if "field_list" in annos:
+                entry["field_lists"] = annos["field_list"]
+            fields.append(entry)
+        self.structs[name] = {"fields": fields}
+        self.types[name] = ("struct", None)
+
+    def decl_union_decl(self, decl: PTree) -> None:
+        raise unsupported(self.pos(decl), "header_union")
+
+    def decl_enum_decl(self, decl: PTree) -> None:
+        name = self.name(decl.children[1])
+        self.enums[name] = [self.name(n) for n in kids(decl.children[2])]
+        self.types[name] = ("enum", None)
+
+    def decl_ser_enum_decl(self, decl: PTree) -> None:
+        base = self.resolve_type(decl.children[1])
+        members = {}
+        for m in decl.children[3:]:
+            if isinstance(m, Tree) and m.data == "ser_member":
+                v = self.coerce(self.expr(m.children[1], None), base, m.children[1])
+                members[self.name(m.children[0])] = v.const
+        self.types[self.name(decl.children[2])] = ("serenum", (base, members))
+
+    def decl_error_decl(self, decl: PTree) -> None:
+        self.errors.extend(self.name(n) for n in kids(decl.children[1]) if self.name(n) not in self.errors)
+
+    def decl_match_kind_decl(self, decl: PTree) -> None:
+        self.match_kinds.update(self.name(n) for n in kids(decl.children[0]))
+
+    def decl_extern_obj_decl(self, decl: PTree) -> None:
+        self.types[self.name(decl.children[1])] = ("extern", decl)
+
+    def decl_extern_fn_decl(self, decl: PTree) -> None:
+        self.globals[self.name(decl.children[2])] = Sym("extern_fn", tree=decl)
+
+    def decl_package_decl(self, decl: PTree) -> None:
+        self.types[self.name(decl.children[1])] = ("package", decl)
+
+    def decl_parser_type_decl(self, decl: PTree) -> None:
+        self.types.setdefault(self.name(decl.children[0].children[1]), ("blocktype", decl))
+
+    decl_control_type_decl = decl_parser_type_decl
+
+    def decl_parser_decl(self, decl: PTree) -> None:
+        ctor = decl.children[1]
+        if kids(ctor) and kids(kids(ctor)[0]):
+            raise unsupported(self.pos(ctor), "constructor parameters of a parser or control")
+        self.types[self.name(decl.children[0].children[1])] = ("block", decl)
+
+    decl_control_decl = decl_parser_decl
+
+    def decl_action_decl(self, decl: PTree) -> None:
+        name = self.name(decl.children[1])
+        self.globals[name] = Sym("action", tree=decl, ir=self.fq(None, name, self.annos(decl.children[0])))
+
+    def decl_instantiation(self, decl: PTree) -> None:
+        name = self.name(decl.children[3])
+        self.globals[name] = Sym("instance", tree=decl)
+
+    def decl_function_decl(self, decl: PTree) -> None:
+        raise unsupported(self.pos(decl), "function declaration")
+
+    def decl_value_set_decl(self, decl: PTree) -> None:
+        raise unsupported(self.pos(decl), "value_set")
+
+    def fq(self, control: str | None, local: str, annos: dict[str, list[Any]]) -> str:
+        """The fully qualified control-plane name, as p4c writes it (with @name honoured)."""
+        given = annos.get("name")
+        if given and isinstance(given[0], str):
+            if given[0].startswith("."):
+                return given[0][1:]
+            local = given[0]
+        return f"{control}.{local}" if control else local
+
+    def resolve_type(self, node: Node) -> Type:
+        if isinstance(node, Token):
+            return self.named_type(node)
+        d = node.data
+        if d == "bool_type":
+            return BOOL
+        if d == "error_type":
+            return ERROR
+        if d == "string_type":
+            return STRING
+        if d == "infint_type":
+            return INFINT
+        if d == "void_type":
+            return VOID
+        if d == "bit1_type":
+            return bit(1)
+        if d in ("bit_type", "int_type"):
+            w = self.const_int(node.children[0], None)
+            if w <= 0 or w > 2048:
+                raise type_error(self.pos(node), f"invalid width {w}")
+            return Type("bit" if d == "bit_type" else "int", w)
+        if d == "varbit_type":
+            raise unsupported(self.pos(node), "varbit")
+        if d == "named_type":
+            return self.named_type(node.children[0])
+        if d == "specialized_type":
+            base = self.named_type(node.children[0])
+            args = tuple(self.resolve_type(a) for a in kids(node.children[1]))
+            return Type(base.k, base.w, base.name, base.size, args)
+        if d == "stack_type":
+            elem = self.resolve_type(node.children[0])
+            if elem.k != "header":
+                raise unsupported(self.pos(node), f"stack of {elem}")
+            return Type("stack", name=elem.name, size=self.const_int(node.children[1], None))
+        if d == "dontcare_type":
+            return ANY
+        if d == "tuple_type":
+            raise unsupported(self.pos(node), "tuple type")
+        raise unsupported(self.pos(node), f"type {d}")
+
+    def named_type(self, tok: Node) -> Type:
+        name = str(tok)
+        if name not in self.types:
+            raise type_error(self.pos(tok), f"unknown type {name}")
+        kind, info = self.types[name]
+        if kind == "typedef":
+            return info  # type: ignore[no-any-return]
+        if kind == "serenum":
+            return info[0]  # type: ignore[no-any-return]
+        if kind == "typevar":
+            return ANY
+        if kind == "extern" and name in ("packet_in", "packet_out"):
+            return Type(name)
+        return Type(kind, name=name)
+
+    def const_int(self, node: Node, ctx: Ctx | None) -> int:
+        if isinstance(node, Token):
+            return parse_int(str(node))[0]
+        v = self.expr(node, ctx)
+        if not isinstance(v.const, int) or isinstance(v.const, bool):
+            raise type_error(self.pos(node), "expected a compile-time integer constant")
+        return v.const
+
+    # ------------------------------------------------------------------ main and blocks
+    def lower_main(self) -> IR:
+        main = self.globals.get("main")
+        if main is None or main.kind != "instance" or main.tree is None:
+            raise type_error(Pos(self.source, 1, 1), "the program has no `V1Switch(...) main;` instantiation")
+        tree = main.tree
+        ptype = self.resolve_type(tree.children[1])
+        if ptype.name != "V1Switch":
+            raise unsupported(self.pos(tree), f"package {ptype.name} (only V1Switch)")
+        args = kids(tree.children[2])
+        if len(args) != 6:
+            raise type_error(self.pos(tree), f"V1Switch takes 6 arguments, got {len(args)}")
+        pipeline: IR = {"arch": "v1model"}
+        seen: set[str] = set()
+        decls = []
+        for role, arg in zip(_V1SWITCH_BLOCKS, args, strict=True):
+            if not (isinstance(arg, Tree) and arg.data == "ctor_call" and isinstance(arg.children[0], Token)):
+                raise unsupported(self.pos(arg), "V1Switch argument other than `Block()`")
+            bname = str(arg.children[0])
+            kind, decl = self.types.get(bname, ("", None))
+            if kind != "block":
+                raise type_error(self.pos(arg), f"{bname} is not a parser or control with a body")
+            if bname in seen:
+                raise unsupported(self.pos(arg), f"instantiating {bname} twice")
+            seen.add(bname)
+            pipeline[role] = bname
+            decls.append((role, decl))
+        parser_params = kids(decls[0][1].children[0].children[3])
+        if len(parser_params) != 4:
+            raise type_error(self.pos(decls[0][1]), "the v1model parser takes 4 parameters")
+        pipeline["headers_type"] = self.resolve_type(parser_params[1].children[2]).name
+        pipeline["metadata_type"] = self.meta_type = self.resolve_type(parser_params[2].children[2]).name
+        for role, decl in decls:
+            if role == "parser":
+                self.parsers.append(self.lower_parser(decl))
+            else:
+                self.controls.append(self.lower_control(decl))
+        return {
+            "format": "p4switch-ir",
+            "version": 1,
+            "source": self.source,
+            "errors": self.errors,
+            "enums": self.enums,
+            "headers": self.headers,
+            "structs": self.structs,
+            "externs": self.externs,
+            "actions": list(self.actions.values()),
+            "tables": self.tables,
+            "parsers": self.parsers,
+            "controls": self.controls,
+            "digests": list(self.digests.values()),
+            "pipeline": pipeline,
+        }
+
+    def new_ctx(self, decl: PTree, kind: str) -> Ctx:
+        head = decl.children[0]
+        name = self.name(head.children[1])
+        if kids(head)[2:] and isinstance(head.children[2], Tree) and head.children[2].data == "type_params":
+            raise unsupported(self.pos(head), f"generic {kind} declaration")
+        ctx = Ctx(name, kind, [self.globals, {}])
+        for p in kids(head.children[3]):
+            pname = self.name(p.children[3])
+            t = self.resolve_type(p.children[2])
+            direction = {"dir_in": "in", "dir_out": "out", "dir_inout": "inout"}.get(
+                p.children[1].data, "none"
+            )
+            ctx.params.append({"name": pname, "dir": direction, "type": t.json()})
+            ctx.used.add(pname)
+            ctx.scopes[-1][pname] = Sym("var", t, pname)
+        return ctx
+
+    def lower_parser(self, decl: PTree) -> IR:
+        ctx = self.new_ctx(decl, "parser")
+        body: list[IR] = []
+        states = [c for c in decl.children[2:] if isinstance(c, Tree) and c.data == "parser_state"]
+        for c in decl.children[2:]:
+            if isinstance(c, Tree) and c.data != "parser_state":
+                body.extend(self.local_decl(c, ctx))
+        names = {self.name(s.children[1]) for s in states}
+        if "start" not in names:
+            raise type_error(self.pos(decl), f"parser {ctx.block} has no start state")
+        out_states = [self.lower_state(s, ctx, names) for s in states]
+        out_states.sort(key=lambda s: s["name"] != "start")
+        if body:
+            out_states[0]["body"] = body + out_states[0]["body"]
+        return {
+            "name": ctx.block,
+            "src": self.src(decl),
+            "params": ctx.params,
+            "locals": ctx.locals,
+            "states": out_states,
+        }
+
+    def lower_state(self, state: PTree, ctx: Ctx, names: set[str]) -> IR:
+        ctx.scopes.append({})
+        body: list[IR] = []
+        for st in state.children[2:-1]:
+            body.extend(self.stmt(st, ctx))
+        tr = state.children[-1]
+        if tr.data == "goto_transition":
+            transition = {"kind": "goto", "next": self.state_name(tr.children[0], names)}
+        else:
+            transition = self.lower_select(tr.children[0], ctx, names)
+        ctx.scopes.pop()
+        return {
+            "name": self.name(state.children[1]),
+            "src": self.src(state),
+            "body": body,
+            "transition": transition,
+        }
+
+    def state_name(self, node: Node, names: set[str]) -> str:
+        name = self.name(node)
+        if name not in names and name not in ("accept", "reject"):
+            raise type_error(self.pos(node), f"unknown parser state {name}")
+        return name
+
+    def lower_select(self, sel: PTree, ctx: Ctx, names: set[str]) -> IR:
+        keys = [self.expr(k, ctx) for k in kids(sel.children[0])]
+        for k, node in zip(keys, kids(sel.children[0]), strict=True):
+            if not (k.t.is_bits or k.t.k == "bool"):
+                raise type_error(self.pos(node), f"select key of type {k.t}")
+        cases = []
+        for case in sel.children[1:]:
+            ks = case.children[0]
+            elems = kids(ks) if ks.data == "tuple_keyset" else [ks]
+            if len(elems) == 1 and elems[0].data == "ks_default":
+                elems = elems * len(keys)
+            if len(elems) != len(keys):
+                raise type_error(
+                    self.pos(ks), f"keyset has {len(elems)} elements, select has {len(keys)} keys"
+                )
+            keysets = [self.keyset(e, k.t) for e, k in zip(elems, keys, strict=True)]
+            cases.append({"keysets": keysets, "next": self.state_name(case.children[1], names)})
+        return {"kind": "select", "keys": [k.ir for k in keys], "cases": cases}
+
+    def keyset(self, node: PTree, t: Type) -> IR:
+        def value(n: Node) -> int:
+            v = self.coerce(self.expr(n, None), t, n)
+            if v.const is None:
+                raise unsupported(self.pos(n), "non-constant keyset (value_set)")
+            return int(v.const)
+
+        if node.data == "ks_default":
+            return {"kind": "default"}
+        if node.data == "ks_mask":
+            mask = value(node.children[1])
+            return {"kind": "mask", "value": value(node.children[0]) & mask, "mask": mask}
+        if node.data == "ks_range":
+            return {"kind": "range", "low": value(node.children[0]), "high": value(node.children[1])}
+        return {"kind": "exact", "value": value(node.children[0])}
+
+    def lower_control(self, decl: PTree) -> IR:
+        ctx = self.new_ctx(decl, "control")
+        body: list[IR] = []
+        for local in decl.children[2:-1]:
+            body.extend(self.local_decl(local, ctx))
+        body.extend(self.block(decl.children[-1], ctx))
+        return {
+            "name": ctx.block,
+            "src": self.src(decl),
+            "params": ctx.params,
+            "locals": ctx.locals,
+            "body": body,
+        }
+
+    def local_decl(self, node: PTree, ctx: Ctx) -> list[IR]:
+        scope = ctx.scopes[-1]
+        if node.data == "action_decl":
+            name = self.name(node.children[1])
+            scope[name] = Sym(
+                "action",
+                tree=node,
+                ir=self.fq(ctx.block, name, self.annos(node.children[0])),
+                control=ctx.block,
+            )
+            return []
+        if node.data == "table_decl":
+            name = self.name(node.children[1])
+            fq = self.fq(ctx.block, name, self.annos(node.children[0]))
+            scope[name] = Sym("table", ir=fq, control=ctx.block)
+            self.lower_table(node, fq, ctx)
+            return []
+        if node.data == "instantiation":
+            name = self.name(node.children[3])
+            fq = self.fq(ctx.block, name, self.annos(node.children[0]))
+            t = self.resolve_type(node.children[1])
+            scope[name] = Sym("inst", t, fq)
+            self.instantiate(t, kids(node.children[2]), fq, node, ctx, self.annos(node.children[0]))
+            return []
+        return self.stmt(node, ctx)
+
+    # ------------------------------------------------------------------ extern instances
+    def instantiate(
+        self, t: Type, args: list[Any], fq: str, node: PTree, ctx: Ctx | None, annos: dict[str, list[Any]]
+    ) -> IR:
+        if t.k != "extern":
+            raise unsupported(self.pos(node), f"instantiation of {t}")
+        vals = [self.expr(a, ctx) for a in args]
+
+        def need(n: int) -> None:
+            if len(vals) != n:
+                raise type_error(self.pos(node), f"{t.name} takes {n} constructor arguments, got {len(vals)}")
+
+        def num(i: int) -> int:
+            v = self.coerce(vals[i], bit(32), args[i])
+            if v.const is None:
+                raise type_error(self.pos(args[i]), "expected a compile-time constant")
+            return int(v.const)
+
+        def member(i: int, enum: str) -> str:
+            if vals[i].t != Type("enum", name=enum) or vals[i].const is None:
+                raise type_error(self.pos(args[i]), f"expected a {enum} constant, got {vals[i].t}")
+            return str(vals[i].const)
+
+        inst: IR = {"name": fq}
+        if t.name == "counter":
+            need(2)
+            inst.update(kind="counter", size=num(0), unit=_UNIT[member(1, "CounterType")])
+        elif t.name == "direct_counter":
+            need(1)
+            inst.update(kind="direct_counter", unit=_UNIT[member(0, "CounterType")], table=None)
+        elif t.name == "meter":
+            need(2)
+            inst.update(kind="meter", size=num(0), unit=member(1, "MeterType"))
+        elif t.name == "direct_meter":
+            need(1)
+            rt = t.args[0] if t.args else bit(2)
+            inst.update(kind="direct_meter", unit=member(0, "MeterType"), table=None, result_type=rt.json())
+        elif t.name == "register":
+            need(1)
+            if not t.args or not t.args[0].is_bits:
+                raise unsupported(self.pos(node), "register without a bit<W> element type")
+            inst.update(kind="register", size=num(0), type=t.args[0].json())
+        elif t.name == "action_profile":
+            need(1)
+            inst.update(kind="action_profile", size=num(0), tables=[])
+        elif t.name == "action_selector":
+            need(3)
+            inst.update(
+                kind="action_selector",
+                algorithm=member(0, "HashAlgorithm"),
+                size=num(1),
+                output_width=num(2),
+                max_group_size=num(1),
+                tables=[],
+            )
+        else:
+            raise unsupported(self.pos(node), f"extern {t.name}")
+        inst["src"] = self.src(node)
+        if fq in self.extern_by_name:
+            raise type_error(self.pos(node), f"duplicate instance name {fq}")
+        self.externs.append(inst)
+        self.extern_by_name[fq] = inst
+        self.extern_annos[fq] = annos
+        return inst
+
+    # ------------------------------------------------------------------ tables
+    def lower_table(self, node: PTree, fq: str, ctx: Ctx) -> None:
+        table: IR = {
+            "name": fq,
+            "control": ctx.block,
+            "src": self.src(node),
+            "keys": [],
+            "actions": [],
+            "default_action": None,
+            "entries": [],
+            "entries_const": False,
+            "size": 1024,
+            "direct_counter": None,
+            "direct_meter": None,
+            "implementation": None,
+        }
+        self.table_annos[fq] = self.annos(node.children[0])
+        props = node.children[2:]
+        for prop in props:
+            if prop.data == "key_prop":
+                table["keys"] = [self.table_key(k, ctx) for k in prop.children]
+        for prop in props:
+            if prop.data == "actions_prop":
+                table["actions"] = [self.table_action_ref(item, ctx) for item in prop.children]
+        if not table["actions"]:
+            raise type_error(self.pos(node), f"table {fq} has no actions")
+        for prop in props:
+            if prop.data == "simple_prop":
+                self.table_property(prop, table, ctx)
+        for prop in props:
+            if prop.data == "entries_prop":
+                table["entries_const"] = prop.children[1].data == "is_const"
+                table["entries"] = self.table_entries(prop, table, ctx)
+        if table["default_action"] is None:
+            table["default_action"] = {"name": "NoAction", "args": [], "const": False}
+            if "NoAction" not in [a["name"] for a in table["actions"]]:
+                self.ensure_action(self.lookup_sym("NoAction", node, ctx), ctx)
+                table["actions"].append({"name": "NoAction", "scope": "default_only"})
+        self.tables.append(table)
+
+    def table_key(self, k: PTree, ctx: Ctx) -> IR:
+        v = self.expr(k.children[0], ctx)
+        kind = self.name(k.children[1])
+        if kind not in self.match_kinds:
+            raise type_error(self.pos(k.children[1]), f"unknown match kind {kind}")
+        if not (v.t.is_bits or v.t.k == "bool"):
+            raise type_error(self.pos(k.children[0]), f"table key of type {v.t}")
+        annos = self.annos(k.children[2])
+        name = annos["name"][0] if annos.get("name") else self.source_text(k.children[0])
+        t = bit(1) if v.t.k == "bool" else v.t
+        expr = v.ir if v.t.k != "bool" else {"op": "cast", "expr": v.ir, "type": t.json()}
+        return {"name": name, "match": kind, "type": t.json(), "expr": expr}
+
+    def table_action_ref(self, item: PTree, ctx: Ctx) -> IR:
+        annos = self.annos(item.children[0])
+        ref = item.children[1]
+        if len(kids(ref)) > 1 and kids(kids(ref)[1]):
+            raise unsupported(self.pos(ref), "action arguments bound in a table's actions list")
+        sym = self.lookup_sym(self.prefixed(ref.children[0]), ref, ctx)
+        if sym.kind != "action":
+            raise type_error(self.pos(ref), f"{self.prefixed(ref.children[0])} is not an action")
+        self.ensure_action(sym, ctx)
+        scope = "table_only" if "tableonly" in annos else "default_only" if "defaultonly" in annos else "all"
+        return {"name": sym.ir, "scope": scope}
+
+    def prefixed(self, node: Node) -> str:
+        return str(node.children[0]) if isinstance(node, Tree) else str(node)
+
+    def table_property(self, prop: PTree, table: IR, ctx: Ctx) -> None:
+        pname = self.name(prop.children[2])
+        is_const = prop.children[1].data == "is_const"
+        value = prop.children[3]
+        if pname == "default_action":
+            name, args = self.action_call(value, table, ctx, "default_only")
+            table["default_action"] = {"name": name, "args": args, "const": is_const}
+        elif pname == "size":
+            table["size"] = self.const_int(value, ctx)
+        elif pname in ("counters", "meters", "implementation"):
+            inst = self.table_extern(value, table, ctx)
+            wanted = {
+                "counters": ("direct_counter",),
+                "meters": ("direct_meter",),
+                "implementation": ("action_profile", "action_selector"),
+            }[pname]
+            if inst["kind"] not in wanted:
+                raise type_error(
+                    self.pos(value), f"{pname} must be a {' or '.join(wanted)}, got {inst['kind']}"
+                )
+            if pname == "implementation":
+                inst["tables"].append(table["name"])
+                table["implementation"] = inst["name"]
+            else:
+                if inst["table"] is not None:
+                    raise type_error(self.pos(value), f"{inst['name']} is already used by {inst['table']}")
+                inst["table"] = table["name"]
+                table["direct_counter" if pname == "counters" else "direct_meter"] = inst["name"]
+        elif pname in ("support_timeout", "largest_priority_wins", "priority_delta"):
+            v = self.expr(value, ctx)
+            if pname == "support_timeout" and v.const is True:
+                table["support_timeout"] = True
+            elif pname != "support_timeout":
+                raise unsupported(self.pos(prop), f"table property {pname}")
+        else:
+            raise unsupported(self.pos(prop), f"table property {pname}")
+
+    def table_extern(self, value: PTree, table: IR, ctx: Ctx) -> IR:
+        if value.data == "ctor_call":
+            t = (
+                self.resolve_type(value.children[0])
+                if isinstance(value.children[0], Tree)
+                else self.named_type(value.children[0])
+            )
+            fq = table["name"] + "_" + t.name
+            return self.instantiate(t, kids(value.children[1]), fq, value, ctx, {})
+        if value.data != "name_ref":
+            raise type_error(self.pos(value), "expected the name of an extern instance")
+        sym = self.lookup_sym(str(value.children[0]), value, ctx)
+        if sym.kind != "inst":
+            raise type_error(self.pos(value), f"{value.children[0]} is not an extern instance")
+        return self.extern_by_name[sym.ir]
+
+    def action_call(self, node: PTree, table: IR, ctx: Ctx, scope_ok: str) -> tuple[str, list[int]]:
+        """`a(1, 2)` or `a` in a table (default_action, entries): the action name and constant args."""
+        if node.data in ("call", "action_ref"):
+            callee, args = node.children[0], kids(node.children[1]) if node.children[1] is not None else []
+        else:
+            callee, args = node, []
+        if not (
+            isinstance(callee, Tree) and callee.data in ("name_ref", "top_ref", "prefixed_name", "top_name")
+        ):
+            raise type_error(self.pos(node), "expected an action call")
+        sym = self.lookup_sym(str(callee.children[0]), callee, ctx)
+        if sym.kind != "action" or sym.tree is None:
+            raise type_error(self.pos(callee), f"{callee.children[0]} is not an action")
+        allowed = {a["name"]: a["scope"] for a in table["actions"]}
+        if sym.ir not in allowed:
+            raise type_error(
+                self.pos(callee), f"action {sym.ir} is not in the actions of table {table['name']}"
+            )
+        bad = "table_only" if scope_ok == "default_only" else "default_only"
+        if allowed[sym.ir] == bad:
+            raise type_error(
+                self.pos(callee), f"action {sym.ir} is @{bad.replace('_', '')} in {table['name']}"
+            )
+        params = kids(sym.tree.children[2])
+        if len(params) != len(args):
+            raise type_error(
+                self.pos(node), f"action {sym.ir} takes {len(params)} arguments, got {len(args)}"
+            )
+        values = []
+        for p, a in zip(params, args, strict=True):
+            v = self.coerce(self.expr(a, ctx), self.resolve_type(p.children[2]), a)
+            if v.const is None:
+                raise type_error(self.pos(a), "action data in a table must be a compile-time constant")
+            values.append(int(v.const))
+        return sym.ir, values
+
+    def table_entries(self, prop: PTree, table: IR, ctx: Ctx) -> list[IR]:
+        keys = [k for k in table["keys"] if k["match"] != "selector"]
+        needs_priority = any(k["match"] in ("ternary", "range", "optional") for k in keys)
+        entries = []
+        raw = prop.children[2:]
+        explicit = [e for e in raw if e.children[1] is not None]
+        if explicit and len(explicit) != len(raw):
+            raise unsupported(self.pos(prop), "mixing entries with and without priority")
+        for i, e in enumerate(raw):
+            ks = e.children[2]
+            elems = kids(ks) if ks.data == "tuple_keyset" else [ks]
+            if len(elems) == 1 and elems[0].data == "ks_default" and len(keys) > 1:
+                elems = elems * len(keys)
+            if len(elems) != len(keys):
+                raise type_error(
+                    self.pos(ks), f"entry has {len(elems)} keys, table {table['name']} has {len(keys)}"
+                )
+            match = [self.entry_match(el, k) for el, k in zip(elems, keys, strict=True)]
+            name, args = self.action_call(e.children[3], table, ctx, "table_only")
+            if e.children[1] is not None:
+                if str(e.children[1].children[0]) != "priority":
+                    raise type_error(self.pos(e.children[1]), "expected `priority = N :` before the keyset")
+                priority = self.const_int(e.children[1].children[1], ctx)
+            else:
+                priority = len(raw) - i if needs_priority else 0
+            entries.append(
+                {
+                    "match": match,
+                    "action": {"name": name, "args": args},
+                    "priority": priority,
+                    "src": self.src(e),
+                }
+            )
+        return entries
+
+    def entry_match(self, el: PTree, key: IR) -> IR:
+        kt = Type(key["type"]["k"], key["type"]["w"])
+        kind = key["match"]
+        full = (1 << kt.w) - 1
+
+        def value(n: Node) -> int:
+            v = self.coerce(self.expr(n, None), kt, n)
+            if v.const is None:
+                raise type_error(self.pos(n), "entry keys must be compile-time constants")
+            return int(v.const) & full
+
+        if el.data == "ks_default":
+            return {"kind": "dont_care"}
+        if kind == "exact" and el.data == "ks_exact":
+            return {"kind": "exact", "value": value(el.children[0])}
+        if kind == "optional" and el.data == "ks_exact":
+            return {"kind": "optional", "value": value(el.children[0])}
+        if kind == "ternary" and el.data in ("ks_exact", "ks_mask"):
+            mask = value(el.children[1]) if el.data == "ks_mask" else full
+            return {"kind": "ternary", "value": value(el.children[0]) & mask, "mask": mask}
+        if kind == "lpm" and el.data in ("ks_exact", "ks_mask"):
+            mask = value(el.children[1]) if el.data == "ks_mask" else full
+            plen = bin(mask).count("1")
+            if mask != full ^ (full >> plen):
+                raise type_error(self.pos(el), f"lpm mask {mask:#x} is not a prefix")
+            return {"kind": "lpm", "value": value(el.children[0]) & mask, "prefix_len": plen}
+        if kind == "range" and el.data in ("ks_exact", "ks_range"):
+            lo = value(el.children[0])
+            hi = value(el.children[1]) if el.data == "ks_range" else lo
+            return {"kind": "range", "low": lo, "high": hi}
+        raise type_error(self.pos(el), f"this keyset does not fit a {kind} key")
+
+    # ------------------------------------------------------------------ actions
+    def ensure_action(self, sym: Sym, ctx: Ctx) -> None:
+        """Lower an action invoked by a table (once), with its params as action data."""
+        if sym.ir in self.actions or sym.tree is None:
+            return
+        tree = sym.tree
+        act: IR = {
+            "name": sym.ir,
+            "control": sym.control,
+            "src": self.src(tree),
+            "params": [],
+            "locals": [],
+            "body": [],
+        }
+        self.actions[sym.ir] = act
+        self.action_annos[sym.ir] = self.annos(tree.children[0])
+        actx = ctx if sym.control else Ctx("", "control", [self.globals, {}])
+        saved = actx.sink
+        actx.sink = act["locals"]
+        actx.scopes.append({})
+        for p in kids(tree.children[2]):
+            if p.children[1].data != "dir_none":
+                raise unsupported(self.pos(p), "directional parameter in an action called by a table")
+            pname = self.name(p.children[3])
+            t = self.resolve_type(p.children[2])
+            if not t.is_bits and t.k != "bool":
+                raise unsupported(self.pos(p), f"action parameter of type {t}")
+            var = self.fresh(actx, pname)
+            act["params"].append({"name": pname, "var": var, "type": t.json()})
+            actx.scopes[-1][pname] = Sym("var", t, var)
+        act["body"] = self.block(tree.children[3], actx, new_scope=False)
+        actx.scopes.pop()
+        actx.sink = saved
+
+    def fresh(self, ctx: Ctx, base: str) -> str:
+        name, i = base, 0
+        while name in ctx.used:
+            i += 1
+            name = f"{base}_{i}"
+        ctx.used.add(name)
+        return name
+
+    def add_local(self, ctx: Ctx, base: str, t: Type) -> str:
+        name = self.fresh(ctx, base)
+        (ctx.sink if ctx.sink is not None else ctx.locals).append({"name": name, "type": t.json()})
+        return name
+
+    def inline_action(
+        self, sym: Sym, args: list[Value], arg_nodes: list[Node], pos: Pos, ctx: Ctx
+    ) -> list[IR]:
+        """A direct call `a(x, y);`: copy-in to fresh locals, the body, copy-out of out/inout params."""
+        tree = sym.tree
+        assert tree is not None
+        if any(isinstance(n, Tree) and n.data == "return_stmt" for n in tree.iter_subtrees()):
+            raise unsupported(pos, "return inside a directly called action")
+        params = kids(tree.children[2])
+        if len(params) != len(args):
+            raise type_error(pos, f"action {sym.ir} takes {len(params)} arguments, got {len(args)}")
+        out: list[IR] = []
+        copy_out: list[IR] = []
+        scope: dict[str, Sym] = {}
+        for p, a, node in zip(params, args, arg_nodes, strict=True):
+            t = self.resolve_type(p.children[2])
+            direction = p.children[1].data
+            var = self.add_local(ctx, self.name(p.children[3]), t)
+            ref = {"op": "var", "name": var, "type": t.json()}
+            scope[self.name(p.children[3])] = Sym("var", t, var)
+            if direction in ("dir_out", "dir_inout"):
+                if not a.lv:
+                    raise type_error(self.pos(node), "an out/inout argument must be an lvalue")
+                if a.t != t:
+                    raise type_error(
+                        self.pos(node), f"argument of type {a.t} for an out parameter of type {t}"
+                    )
+                copy_out.append({"s": "assign", "lhs": a.ir, "rhs": ref, "src": str(pos)})
+            if direction != "dir_out":
+                out.append({"s": "assign", "lhs": ref, "rhs": self.coerce(a, t, node).ir, "src": str(pos)})
+        saved_scopes = ctx.scopes
+        ctx.scopes = ([self.globals] if sym.control is None else list(ctx.scopes)) + [scope]
+        out.extend(self.block(tree.children[3], ctx, new_scope=False))
+        ctx.scopes = saved_scopes
+        return out + copy_out
+
+    # ------------------------------------------------------------------ statements
+    def block(self, node: PTree, ctx: Ctx, new_scope: bool = True) -> list[IR]:
+        if new_scope:
+            ctx.scopes.append({})
+        out: list[IR] = []
+        for st in node.children:
+            if st is not None:
+                out.extend(self.stmt(st, ctx))
+        if new_scope:
+            ctx.scopes.pop()
+        return out
+
+    def stmt(self, node: PTree, ctx: Ctx) -> list[IR]:
+        d = node.data
+        src = self.src(node)
+        if d == "block":
+            return self.block(node, ctx)
+        if d == "empty_stmt":
+            return []
+        if d == "exit_stmt":
+            return [{"s": "exit", "src": src}]
+        if d == "return_stmt":
+            if kids(node):
+                raise unsupported(self.pos(node), "return with a value")
+            return [{"s": "return", "src": src}]
+        if d == "const_decl":
+            ctx.scopes[-1][self.name(node.children[2])] = self.make_const(node, ctx)
+            return []
+        if d == "var_decl":
+            return self.var_decl(node, ctx)
+        if d == "assignment":
+            lhs = self.expr(node.children[0], ctx)
+            return self.assign(lhs, node.children[1], ctx, node)
+        if d == "if_stmt":
+            cond = self.expr(node.children[0], ctx)
+            if cond.t != BOOL:
+                raise type_error(self.pos(node.children[0]), f"if condition must be bool, got {cond.t}")
+            then = self.branch(node.children[1], ctx)
+            other = self.branch(node.children[2], ctx) if node.children[2] is not None else []
+            if cond.const is not None:
+                return then if cond.const else other
+            return [{"s": "if", "cond": cond.ir, "then": then, "else": other, "src": src}]
+        if d == "switch_stmt":
+            return self.switch(node, ctx)
+        if d == "call_stmt":
+            return self.call_stmt(node, ctx)
+        if d in ("instantiation", "action_decl", "table_decl"):
+            raise unsupported(self.pos(node), d.replace("_decl", "") + " inside a block")
+        raise unsupported(self.pos(node), d.replace("_", " "))
+
+    def branch(self, node: PTree, ctx: Ctx) -> list[IR]:
+        ctx.scopes.append({})
+        out = self.stmt(node, ctx)
+        ctx.scopes.pop()
+        return out
+
+    def var_decl(self, node: PTree, ctx: Ctx) -> list[IR]:
+        t = self.resolve_type(node.children[1])
+        if t.k not in ("bit", "int", "bool", "header", "struct", "error", "enum"):
+            raise unsupported(self.pos(node), f"local variable of type {t}")
+        name = self.name(node.children[2])
+        var = self.add_local(ctx, name, t)
+        ctx.scopes[-1][name] = Sym("var", t, var)
+        if node.children[3] is None:
+            return []
+        lhs = Value({"op": "var", "name": var, "type": t.json()}, t, lv=True)
+        return self.assign(lhs, node.children[3], ctx, node)
+
+    def assign(self, lhs: Value, rhs_node: PTree, ctx: Ctx, node: PTree) -> list[IR]:
+        if not lhs.lv:
+            raise type_error(self.pos(node), "the left side of an assignment must be an lvalue")
+        if rhs_node.data in ("list_expr", "struct_expr") and lhs.t.k in ("header", "struct"):
+            return self.assign_fields(lhs, rhs_node, ctx, node)
+        rhs = self.coerce(self.expr(rhs_node, ctx), lhs.t, rhs_node)
+        return [{"s": "assign", "lhs": lhs.ir, "rhs": rhs.ir, "src": self.src(node)}]
+
+    def assign_fields(self, lhs: Value, rhs_node: PTree, ctx: Ctx, node: PTree) -> list[IR]:
+        """`h = {a, b}` / `s = {x = 1, y = 2}`: one assignment per field (and setValid for a header)."""
+        fields = self.members(lhs.t)
+        if rhs_node.data == "struct_expr":
+            given = {self.name(kv.children[0]): kv.children[1] for kv in kids(rhs_node)}
+            if set(given) != {f for f, _ in fields}:
+                raise type_error(
+                    self.pos(rhs_node), f"initializer does not name exactly the fields of {lhs.t}"
+                )
+            items = [given[f] for f, _ in fields]
+        else:
+            items = kids(kids(rhs_node)[0]) if kids(rhs_node) else []
+        if len(items) != len(fields):
+            raise type_error(
+                self.pos(rhs_node), f"{lhs.t} has {len(fields)} fields, initializer {len(items)}"
+            )
+        out: list[IR] = []
+        if lhs.t.k == "header":
+            out.append({"s": "set_valid", "header": lhs.ir, "src": self.src(node)})
+        for (fname, ft), item in zip(fields, items, strict=True):
+            target = Value({"op": "member", "expr": lhs.ir, "field": fname, "type": ft.json()}, ft, lv=True)
+            out.extend(self.assign(target, item, ctx, node))
+        return out
+
+    def members(self, t: Type) -> list[tuple[str, Type]]:
+        if t.k == "header":
+            return [
+                (f["name"], Type("int" if f["signed"] else "bit", f["w"]))
+                for f in self.headers[t.name]["fields"]
+            ]
+        if t.k == "struct":
+            return [(f["name"], self.type_from_json(f["type"])) for f in self.structs[t.name]["fields"]]
+        return []
+
+    def type_from_json(self, j: IR) -> Type:
+        if j["k"] in ("bit", "int"):
+            return Type(j["k"], j["w"])
+        if j["k"] == "stack":
+            return Type("stack", name=j["elem"], size=j["size"])
+        return Type(j["k"], name=j.get("name", ""))
+
+    def switch(self, node: PTree, ctx: Ctx) -> list[IR]:
+        subject = self.expr(node.children[0], ctx)
+        if subject.t.k != "action_run":
+            raise unsupported(self.pos(node.children[0]), "switch on anything but table.apply().action_run")
+        table_name = subject.t.name
+        table = next(t for t in self.tables if t["name"] == table_name)
+        names = {a["name"] for a in table["actions"]}
+        cases: list[IR] = []
+        pending: list[str] = []
+        for case in node.children[1:]:
+            label = case.children[0]
+            if isinstance(label, Tree) and label.data == "default_label":
+                action = None
+            else:
+                sym = self.lookup_sym(self.name(label), label, ctx)
+                if sym.kind != "action" or sym.ir not in names:
+                    raise type_error(self.pos(label), f"{self.name(label)} is not an action of {table_name}")
+                action = sym.ir
+            if case.children[1] is None:
+                if action is None:
+                    raise type_error(self.pos(case), "default label needs a body")
+                pending.append(action)
+                continue
+            body = self.block(case.children[1], ctx)
+            cases.append({"actions": None if action is None else pending + [action], "body": body})
+            pending = []
+        if pending:
+            cases.append({"actions": pending, "body": []})
+        return [{"s": "switch", "table": table_name, "cases": cases, "src": self.src(node)}]
+
+    # ------------------------------------------------------------------ calls
+    def call_stmt(self, node: PTree, ctx: Ctx) -> list[IR]:
+        callee = self.expr(node.children[0], ctx)
+        targs = [self.resolve_type(t) for t in kids(kids(node.children[1])[1])] if node.children[1] else []
+        args_node = node.children[2]
+        stmts, _ = self.call(callee, args_node, targs, node, ctx, as_stmt=True)
+        return stmts
+
+    def call(
+        self, callee: Value, args_node: PTree, targs: list[Type], node: PTree, ctx: Ctx | None, as_stmt: bool
+    ) -> tuple[list[IR], Value | None]:
+        arg_nodes = kids(args_node)
+        for a in arg_nodes:
+            if isinstance(a, Tree) and a.data in ("named_arg", "dontcare_arg"):
+                raise unsupported(self.pos(a), "named or don't-care arguments")
+        pos = self.pos(node)
+        kind = callee.t.k
+        if ctx is None:
+            raise type_error(pos, "calls are not allowed in constant expressions")
+        if kind == "action":
+            if not as_stmt:
+                raise type_error(pos, "an action call is a statement")
+            return self.inline_action(
+                callee.extra["sym"], [self.expr(a, ctx) for a in arg_nodes], arg_nodes, pos, ctx
+            ), None
+        if kind == "extern_fn":
+            return self.extern_fn(callee.t.name, arg_nodes, targs, node, ctx), None
+        if kind != "method":
+            raise type_error(pos, "this expression cannot be called")
+        base: Value = callee.extra["base"]
+        method: str = callee.extra["method"]
+        src = str(pos)
+        args = [self.expr(a, ctx) for a in arg_nodes]
+        bk = base.t.k
+        if bk == "header" and method in ("isValid", "setValid", "setInvalid"):
+            self.arity(args, 0, pos, method)
+            if method == "isValid":
+                return [], Value({"op": "is_valid", "expr": base.ir, "type": BOOL.json()}, BOOL)
+            return [
+                {"s": "set_valid" if method == "setValid" else "set_invalid", "header": base.ir, "src": src}
+            ], None
+        if bk == "table" and method == "apply":
+            self.arity(args, 0, pos, method)
+            if as_stmt:
+                return [{"s": "apply", "table": base.t.name, "src": src}], None
+            return [], Value({}, Type("apply_result", name=base.t.name))
+        if bk == "packet_in":
+            return self.packet_in_call(method, args, targs, arg_nodes, node, ctx)
+        if bk == "packet_out" and method == "emit":
+            self.arity(args, 1, pos, method)
+            return [
+                {"s": "emit", "header": h.ir, "src": src} for h in self.headers_in(args[0], arg_nodes[0])
+            ], None
+        if bk == "extern" and "inst" in base.extra:
+            if not as_stmt:
+                raise type_error(pos, f"{method} does not return a value")
+            return self.extern_method(base.extra["inst"], method, args, arg_nodes, pos), None
+        raise type_error(pos, f"unknown method {method} of {base.t}")
+
+    def arity(self, args: list[Any], n: int, pos: Pos, what: str) -> None:
+        if len(args) != n:
+            raise type_error(pos, f"{what} takes {n} arguments, got {len(args)}")
+
+    def packet_in_call(
+        self, method: str, args: list[Value], targs: list[Type], nodes: list[Node], node: PTree, ctx: Ctx
+    ) -> tuple[list[IR], Value | None]:
+        pos = self.pos(node)
+        if ctx.kind != "parser":
+            raise type_error(pos, f"packet.{method} is only available in a parser")
+        if method == "extract":
+            if len(args) == 2:
+                raise unsupported(pos, "extract of a variable-size header")
+            self.arity(args, 1, pos, method)
+            h = args[0]
+            if h.t.k != "header" or not h.lv:
+                raise type_error(self.pos(nodes[0]), f"extract needs a header lvalue, got {h.t}")
+            return [{"s": "extract", "header": h.ir, "src": str(pos)}], None
+        if method == "advance":
+            self.arity(args, 1, pos, method)
+            bits = self.coerce(args[0], bit(32), nodes[0])
+            return [{"s": "advance", "bits": bits.ir, "src": str(pos)}], None
+        if method == "lookahead":
+            if len(targs) != 1 or not targs[0].is_bits:
+                raise unsupported(pos, "lookahead of anything but bit<W>/int<W>")
+            return [], Value({"op": "lookahead", "type": targs[0].json()}, targs[0])
+        raise unsupported(pos, f"packet_in.{method}")
+
+    def headers_in(self, v: Value, node: Node) -> list[Value]:
+        """The headers an emit of `v` writes, in order (structs are flattened, stacks element by element)."""
+        if v.t.k == "header":
+            return [v]
+        if v.t.k == "struct":
+            out: list[Value] = []
+            for fname, ft in self.members(v.t):
+                out.extend(self.headers_in(self.member_value(v, fname, ft), node))
+            return out
+        if v.t.k == "stack":
+            ht = Type("header", name=v.t.name)
+            return [
+                Value({"op": "index", "expr": v.ir, "index": i, "type": ht.json()}, ht, lv=v.lv)
+                for i in range(v.t.size)
+            ]
+        if v.t.k in ("bit", "int", "bool", "error", "enum"):
+            return []
+        raise type_error(self.pos(node), f"cannot emit {v.t}")
+
+    def member_value(self, base: Value, fname: str, ft: Type) -> Value:
+        return Value({"op": "member", "expr": base.ir, "field": fname, "type": ft.json()}, ft, lv=base.lv)
+
+    def flatten(self, v: Value, node: Node) -> list[Value]:
+        """The bit fields of a {...} list, struct or header, in order (hash, checksum, digest, log data)."""
+        if v.t.k == "list":
+            return [
+                x
+                for item, n in zip(v.extra["items"], v.extra["nodes"], strict=True)
+                for x in self.flatten(item, n)
+            ]
+        if v.t.k in ("struct", "header"):
+            return [
+                x
+                for fname, ft in self.members(v.t)
+                for x in self.flatten(self.member_value(v, fname, ft), node)
+            ]
+        if v.t.k == "infint":
+            raise type_error(
+                self.pos(node), "cannot infer the width of an integer literal here; give it a width"
+            )
+        if v.t.is_bits or v.t.k == "bool":
+            return [v]
+        raise type_error(self.pos(node), f"{v.t} cannot be used in a field list")
+
+    def lvalue(self, v: Value, node: Node) -> Value:
+        if not v.lv:
+            raise type_error(self.pos(node), "expected an lvalue (a variable, field or slice)")
+        return v
+
+    def enum_member(self, v: Value, enum: str, node: Node) -> str:
+        if v.t != Type("enum", name=enum) or v.const is None:
+            raise type_error(self.pos(node), f"expected a {enum} constant, got {v.t}")
+        return str(v.const)
+
+    def extern_fn(self, name: str, nodes: list[Node], targs: list[Type], node: PTree, ctx: Ctx) -> list[IR]:
+        pos = self.pos(node)
+        src = str(pos)
+        args = [self.expr(a, ctx) for a in nodes]
+        if name == "verify":
+            self.arity(args, 2, pos, name)
+            if ctx.kind != "parser":
+                raise type_error(pos, "verify is only available in a parser")
+            cond = self.coerce(args[0], BOOL, nodes[0])
+            if args[1].t != ERROR or args[1].const is None:
+                raise type_error(self.pos(nodes[1]), "verify needs an error constant")
+            return [{"s": "verify", "cond": cond.ir, "error": args[1].const, "src": src}]
+        if name == "mark_to_drop":
+            self.arity(args, 1, pos, name)
+            sm = self.lvalue(args[0], nodes[0])
+            if sm.t != Type("struct", name="standard_metadata_t"):
+                raise type_error(self.pos(nodes[0]), f"mark_to_drop needs standard_metadata, got {sm.t}")
+            return [{"s": "call", "fn": name, "args": [sm.ir], "src": src}]
+        if name in ("clone", "clone_preserving_field_list"):
+            self.arity(args, 2 if name == "clone" else 3, pos, name)
+            stmt: IR = {
+                "s": "call",
+                "fn": name,
+                "clone_type": self.enum_member(args[0], "CloneType", nodes[0]),
+                "args": [self.coerce(args[1], bit(32), nodes[1]).ir],
+                "src": src,
+            }
+            if name == "clone_preserving_field_list":
+                index = self.coerce(args[2], bit(8), nodes[2]).const
+                if index is None:
+                    raise type_error(self.pos(nodes[2]), "the field list index must be a constant")
+                stmt["field_list"] = self.field_list_paths(self.meta_type, int(index))
+            return [stmt]
+        if name == "hash":
+            self.arity(args, 5, pos, name)
+            result = self.lvalue(args[0], nodes[0])
+            if result.t.k != "bit":
+                raise type_error(self.pos(nodes[0]), f"hash result must be bit<W>, got {result.t}")
+            base = self.coerce(args[2], result.t if args[2].t.k == "infint" else args[2].t, nodes[2])
+            hmax = self.coerce(args[4], bit(32) if args[4].t.k == "infint" else args[4].t, nodes[4])
+            return [
+                {
+                    "s": "call",
+                    "fn": name,
+                    "algorithm": self.enum_member(args[1], "HashAlgorithm", nodes[1]),
+                    "args": [result.ir, base.ir, hmax.ir],
+                    "data": [x.ir for x in self.flatten(args[3], nodes[3])],
+                    "src": src,
+                }
+            ]
+        if name == "random":
+            self.arity(args, 3, pos, name)
+            result = self.lvalue(args[0], nodes[0])
+            if result.t.k != "bit":
+                raise type_error(self.pos(nodes[0]), f"random result must be bit<W>, got {result.t}")
+            lo, hi = (self.coerce(a, result.t, n) for a, n in zip(args[1:], nodes[1:], strict=True))
+            return [{"s": "call", "fn": name, "args": [result.ir, lo.ir, hi.ir], "src": src}]
+        if name == "digest":
+            self.arity(args, 2, pos, name)
+            return [self.digest(args, nodes, targs, src)]
+        if name in _CHECKSUM_FNS:
+            self.arity(args, 4, pos, name)
+            cond = self.coerce(args[0], BOOL, nodes[0])
+            csum = self.lvalue(args[2], nodes[2]) if name.startswith("update") else args[2]
+            if csum.t.k != "bit":
+                raise type_error(self.pos(nodes[2]), f"checksum must be bit<W>, got {csum.t}")
+            return [
+                {
+                    "s": "call",
+                    "fn": name,
+                    "algorithm": self.enum_member(args[3], "HashAlgorithm", nodes[3]),
+                    "args": [cond.ir, csum.ir],
+                    "data": [x.ir for x in self.flatten(args[1], nodes[1])],
+                    "src": src,
+                }
+            ]
+        if name == "log_msg":
+            if not args or args[0].t != STRING:
+                raise type_error(pos, "log_msg needs a format string")
+            data = [x.ir for a, n in zip(args[1:], nodes[1:], strict=True) for x in self.flatten(a, n)]
+            return [{"s": "call", "fn": name, "format": args[0].const, "args": data, "src": src}]
+        if name in ("assert", "assume"):
+            self.arity(args, 1, pos, name)
+            return [{"s": "call", "fn": name, "args": [self.coerce(args[0], BOOL, nodes[0]).ir], "src": src}]
+        raise unsupported(pos, f"extern function {name}")
+
+    def field_list_paths(self, struct: str, index: int, prefix: tuple[str, ...] = ()) -> list[list[str]]:
+        paths: list[list[str]] = []
+        for f in self.structs.get(struct, {}).get("fields", []):
+            path = prefix + (f["name"],)
+            if index in f.get("field_lists", []):
+                paths.append(list(path))
+            elif f["type"]["k"] == "struct":
+                paths.extend(self.field_list_paths(f["type"]["name"], index, path))
+        return paths
+
+    def digest(self, args: list[Value], nodes: list[Node], targs: list[Type], src: str) -> IR:
+        t = targs[0] if targs else args[1].t
+        if t.k != "struct":
+            raise unsupported(self.pos(nodes[1]), "digest of data that is not a named struct")
+        fields = self.members(t)
+        if args[1].t.k == "list":
+            items = args[1].extra["items"]
+            if len(items) != len(fields):
+                raise type_error(self.pos(nodes[1]), f"digest struct {t.name} has {len(fields)} fields")
+            values = [self.coerce(i, ft, nodes[1]) for i, (_, ft) in zip(items, fields, strict=True)]
+        elif args[1].t == t:
+            values = [self.member_value(args[1], fname, ft) for fname, ft in fields]
+        else:
+            raise type_error(self.pos(nodes[1]), f"digest data of type {args[1].t}, expected {t}")
+        for (fname, ft), _ in zip(fields, values, strict=True):
+            if not ft.is_bits:
+                raise unsupported(self.pos(nodes[1]), f"digest field {fname} of type {ft}")
+        receiver = self.coerce(args[0], bit(32), nodes[0]).const
+        self.digests.setdefault(
+            t.name, {"name": t.name, "fields": [{"name": f, "type": ft.json()} for f, ft in fields]}
+        )
+        return {
+            "s": "digest",
+            "digest": t.name,
+            "receiver": receiver,
+            "fields": [v.ir for v in values],
+            "src": src,
+        }
+
+    def extern_method(
+        self, inst: IR, method: str, args: list[Value], nodes: list[Node], pos: Pos
+    ) -> list[IR]:
+        kind = inst["kind"]
+        src = str(pos)
+
+        def index(i: int) -> IR:
+            v = args[i]
+            if v.t.k == "infint":
+                v = self.coerce(v, bit(32), nodes[i])
+            if v.t.k != "bit":
+                raise type_error(self.pos(nodes[i]), f"index must be bit<W>, got {v.t}")
+            return v.ir
+
+        def result(i: int, want: Type | None = None) -> IR:
+            v = self.lvalue(args[i], nodes[i])
+            if v.t.k != "bit" or (want is not None and v.t != want):
+                raise type_error(self.pos(nodes[i]), f"result must be {want or 'bit<W>'}, got {v.t}")
+            return v.ir
+
+        signature = {
+            ("counter", "count"): 1,
+            ("direct_counter", "count"): 0,
+            ("meter", "execute_meter"): 2,
+            ("direct_meter", "read"): 1,
+            ("register", "read"): 2,
+            ("register", "write"): 2,
+        }
+        if (kind, method) not in signature:
+            raise type_error(pos, f"{kind} has no method {method}")
+        self.arity(args, signature[(kind, method)], pos, f"{kind}.{method}")
+        if method == "count":
+            ir_args = [index(0)] if kind == "counter" else []
+        elif method == "execute_meter":
+            ir_args = [index(0), result(1)]
+        elif kind == "direct_meter":
+            ir_args = [result(0, self.type_from_json(inst["result_type"]))]
+        elif method == "read":
+            ir_args = [result(0, self.type_from_json(inst["type"])), index(1)]
+        else:
+            ir_args = [index(0), self.coerce(args[1], self.type_from_json(inst["type"]), nodes[1]).ir]
+        return [{"s": "method", "instance": inst["name"], "method": method, "args": ir_args, "src": src}]
+
+    # ------------------------------------------------------------------ expressions
+    def lookup_sym(self, name: str, node: Node, ctx: Ctx | None) -> Sym:
+        scopes = ctx.scopes if ctx else [self.globals]
+        for scope in reversed(scopes):
+            if name in scope:
+                return scope[name]
+        raise type_error(self.pos(node), f"unknown name {name}")
+
+    def sym_value(self, sym: Sym, name: str, node: Node) -> Value:
+        if sym.kind == "var":
+            return Value({"op": "var", "name": sym.ir, "type": sym.t.json()}, sym.t, lv=True)
+        if sym.kind == "const":
+            assert sym.value is not None
+            return sym.value
+        if sym.kind == "table":
+            return Value({}, Type("table", name=sym.ir))
+        if sym.kind == "action":
+            return Value({}, Type("action", name=sym.ir), extra={"sym": sym})
+        if sym.kind == "inst":
+            return Value({}, Type("extern", name=sym.t.name), extra={"inst": self.extern_by_name[sym.ir]})
+        if sym.kind == "extern_fn":
+            return Value({}, Type("extern_fn", name=name))
+        raise type_error(self.pos(node), f"{name} cannot be used here")
+
+    def expr(self, node: Node, ctx: Ctx | None) -> Value:
+        if isinstance(node, Token):
+            raise type_error(self.pos(node), f"unexpected {node}")
+        handler: Callable[[PTree, Ctx | None], Value] | None = getattr(self, "x_" + node.data, None)
+        if handler is None:
+            raise unsupported(self.pos(node), f"expression {node.data}")
+        return handler(node, ctx)
+
+    def x_int_lit(self, node: PTree, ctx: Ctx | None) -> Value:
+        value, t = parse_int(str(node.children[0]))
+        return const(value, t)
+
+    def x_string_lit(self, node: PTree, ctx: Ctx | None) -> Value:
+        s = str(node.children[0])[1:-1]
+        return Value({"op": "const", "value": s, "type": STRING.json()}, STRING, s)
+
+    def x_true_lit(self, node: PTree, ctx: Ctx | None) -> Value:
+        return const(True, BOOL)
+
+    def x_false_lit(self, node: PTree, ctx: Ctx | None) -> Value:
+        return const(False, BOOL)
+
+    def x_name_ref(self, node: PTree, ctx: Ctx | None) -> Value:
+        name = str(node.children[0])
+        return self.sym_value(self.lookup_sym(name, node, ctx), name, node)
+
+    x_prefixed_name = x_name_ref
+
+    def x_top_ref(self, node: PTree, ctx: Ctx | None) -> Value:
+        name = str(node.children[0])
+        return self.sym_value(self.lookup_sym(name, node, None), name, node)
+
+    x_top_name = x_top_ref
+
+    def x_type_member(self, node: PTree, ctx: Ctx | None) -> Value:
+        tname = str(node.children[0])
+        member = self.name(node.children[1])
+        kind, info = self.types.get(tname, ("", None))
+        if kind == "enum":
+            if member not in self.enums[tname]:
+                raise type_error(self.pos(node), f"{tname} has no member {member}")
+            t = Type("enum", name=tname)
+            return Value({"op": "const", "value": member, "type": t.json()}, t, member)
+        if kind == "serenum":
+            base, members = info
+            if member not in members:
+                raise type_error(self.pos(node), f"{tname} has no member {member}")
+            return const(members[member], base)
+        raise unsupported(self.pos(node), f"member access on type {tname}")
+
+    def x_error_member(self, node: PTree, ctx: Ctx | None) -> Value:
+        member = self.name(node.children[0])
+        if member not in self.errors:
+            raise type_error(self.pos(node), f"unknown error {member}")
+        return Value({"op": "const", "value": member, "type": ERROR.json()}, ERROR, member)
+
+    def x_member(self, node: PTree, ctx: Ctx | None) -> Value:
+        base = self.expr(node.children[0], ctx)
+        member = self.name(node.children[1])
+        t = base.t
+        if t.k in ("header", "struct"):
+            for fname, ft in self.members(t):
+                if fname == member:
+                    return self.member_value(base, fname, ft)
+            if t.k == "struct":
+                raise type_error(self.pos(node.children[1]), f"{t} has no field {member}")
+        if t.k == "apply_result":
+            if member in ("hit", "miss"):
+                return Value({"op": "table_" + member, "table": t.name, "type": BOOL.json()}, BOOL)
+            if member == "action_run":
+                return Value({}, Type("action_run", name=t.name))
+        if t.k == "stack" and member in ("next", "last", "lastIndex", "size", "nextIndex"):
+            raise unsupported(self.pos(node), f"header stack .{member}")
+        if t.k in ("header", "table", "packet_in", "packet_out", "extern", "stack"):
+            return Value({}, Type("method"), extra={"base": base, "method": member})
+        raise type_error(self.pos(node.children[1]), f"{t} has no member {member}")
+
+    x_lv_member = x_member
+
+    def x_index(self, node: PTree, ctx: Ctx | None) -> Value:
+        base = self.expr(node.children[0], ctx)
+        if base.t.k != "stack":
+            raise type_error(self.pos(node), f"cannot index {base.t}")
+        idx = self.expr(node.children[1], ctx)
+        if not isinstance(idx.const, int) or isinstance(idx.const, bool):
+            raise unsupported(self.pos(node.children[1]), "header stack index that is not a constant")
+        if not 0 <= idx.const < base.t.size:
+            raise type_error(self.pos(node.children[1]), f"index {idx.const} out of bounds of {base.t}")
+        ht = Type("header", name=base.t.name)
+        return Value({"op": "index", "expr": base.ir, "index": idx.const, "type": ht.json()}, ht, lv=base.lv)
+
+    x_lv_index = x_index
+
+    def x_slice(self, node: PTree, ctx: Ctx | None) -> Value:
+        base = self.expr(node.children[0], ctx)
+        hi, lo = self.const_int(node.children[1], ctx), self.const_int(node.children[2], ctx)
+        if not base.t.is_bits:
+            raise type_error(self.pos(node), f"cannot slice {base.t}")
+        if not base.t.w > hi >= lo >= 0:
+            raise type_error(self.pos(node), f"slice [{hi}:{lo}] out of range for {base.t}")
+        t = bit(hi - lo + 1)
+        if base.const is not None:
+            return const(int(base.const) >> lo, t)
+        return Value({"op": "slice", "expr": base.ir, "hi": hi, "lo": lo, "type": t.json()}, t, lv=base.lv)
+
+    x_lv_slice = x_slice
+
+    def x_call(self, node: PTree, ctx: Ctx | None) -> Value:
+        callee = self.expr(node.children[0], ctx)
+        return self.call_value(callee, node.children[1], [], node, ctx)
+
+    def x_generic_call(self, node: PTree, ctx: Ctx | None) -> Value:
+        callee = self.expr(node.children[0], ctx)
+        targs_node = next(c for c in node.children if isinstance(c, Tree) and c.data == "type_args")
+        args_node = node.children[-1]
+        return self.call_value(callee, args_node, [self.resolve_type(t) for t in kids(targs_node)], node, ctx)
+
+    def call_value(
+        self, callee: Value, args: PTree, targs: list[Type], node: PTree, ctx: Ctx | None
+    ) -> Value:
+        stmts, v = self.call(callee, args, targs, node, ctx, as_stmt=False)
+        if v is None or stmts:
+            raise type_error(self.pos(node), "this call does not return a value")
+        return v
+
+    def x_ctor_call(self, node: PTree, ctx: Ctx | None) -> Value:
+        raise unsupported(self.pos(node), "instantiation inside an expression")
+
+    def x_this_ref(self, node: PTree, ctx: Ctx | None) -> Value:
+        raise unsupported(self.pos(node), "this")
+
+    def x_list_expr(self, node: PTree, ctx: Ctx | None) -> Value:
+        nodes = kids(kids(node)[0]) if kids(node) else []
+        items = [self.expr(n, ctx) for n in nodes]
+        return Value({}, Type("list"), extra={"items": items, "nodes": nodes})
+
+    def x_struct_expr(self, node: PTree, ctx: Ctx | None) -> Value:
+        raise unsupported(self.pos(node), "struct initializer outside an assignment")
+
+    def x_cast(self, node: PTree, ctx: Ctx | None) -> Value:
+        t = self.resolve_type(node.children[0])
+        v = self.expr(node.children[1], ctx)
+        src = v.t
+        if src == t:
+            return v
+        ok = (t.is_bits and (src.is_bits or src.k == "infint" or (src.k == "bool" and t == bit(1)))) or (
+            t == BOOL and src in (bit(1), INFINT)
+        )
+        if not ok:
+            raise type_error(self.pos(node), f"cannot cast {src} to {t}")
+        if v.const is not None:
+            if t == BOOL:
+                return const(bool(v.const), BOOL)
+            return const(int(v.const), t)
+        return Value({"op": "cast", "expr": v.ir, "type": t.json()}, t)
+
+    def coerce(self, v: Value, t: Type, node: Node) -> Value:
+        """Implicit conversion: integer literals take the expected type; anything else must match exactly."""
+        if v.t == t or t == ANY:
+            return v
+        if v.t.k == "infint" and t.is_bits and v.const is not None:
+            return const(int(v.const), t)
+        raise type_error(self.pos(node), f"expected {t}, got {v.t}")
+
+    def unify(self, a: Value, b: Value, op: str, node: PTree) -> tuple[Value, Value]:
+        if a.t.k == "infint" and b.t.is_bits:
+            a = self.coerce(a, b.t, node)
+        elif b.t.k == "infint" and a.t.is_bits:
+            b = self.coerce(b, a.t, node)
+        if a.t != b.t:
+            raise type_error(self.pos(node), f"{op}: cannot operate on {a.t} and {b.t}")
+        return a, b
+
+    def binary(self, node: PTree, ctx: Ctx | None, op: str) -> Value:
+        a, b = self.expr(node.children[0], ctx), self.expr(node.children[-1], ctx)
+        if op in ("&&", "||"):
+            a, b = self.coerce(a, BOOL, node.children[0]), self.coerce(b, BOOL, node.children[-1])
+            if a.const is not None and b.const is not None:
+                return const(bool(a.const and b.const) if op == "&&" else bool(a.const or b.const), BOOL)
+            return self.binop_ir(op, a, b, BOOL)
+        if op in ("<<", ">>"):
+            return self.shift(a, b, op, node)
+        a, b = self.unify(a, b, op, node)
+        t = a.t
+        if op in ("==", "!="):
+            if t.k in ("header", "struct", "stack", "list", "string"):
+                raise unsupported(self.pos(node), f"{op} on {t}")
+            if a.const is not None and b.const is not None:
+                return const((a.const == b.const) == (op == "=="), BOOL)
+            return self.binop_ir(op, a, b, BOOL)
+        if not (t.is_bits or t.k == "infint"):
+            raise type_error(self.pos(node), f"{op} is not defined on {t}")
+        if op in ("/", "%") and t.k == "int":
+            raise unsupported(self.pos(node), f"{op} on signed values")
+        if op in ("<", ">", "<=", ">="):
+            if a.const is not None and b.const is not None:
+                x, y = int(a.const), int(b.const)
+                return const({"<": x < y, ">": x > y, "<=": x <= y, ">=": x >= y}[op], BOOL)
+            return self.binop_ir(op, a, b, BOOL)
+        if a.const is not None and b.const is not None:
+            return const(self.fold(op, int(a.const), int(b.const), t, node), t)
+        return self.binop_ir(op, a, b, t)
+
+    def fold(self, op: str, x: int, y: int, t: Type, node: PTree) -> int:
+        if op in ("/", "%") and y == 0:
+            raise type_error(self.pos(node), "division by zero")
+        if op in ("|+|", "|-|"):
+            r = x + y if op == "|+|" else x - y
+            if t.k == "bit":
+                return max(0, min(r, (1 << t.w) - 1))
+            if t.k == "int":
+                return max(-(1 << (t.w - 1)), min(r, (1 << (t.w - 1)) - 1))
+            return r
+        ops: dict[str, Callable[[int, int], int]] = {
+            "+": lambda p, q: p + q,
+            "-": lambda p, q: p - q,
+            "*": lambda p, q: p * q,
+            "/": lambda p, q: p // q,
+            "%": lambda p, q: p % q,
+            "&": lambda p, q: p & q,
+            "|": lambda p, q: p | q,
+            "^": lambda p, q: p ^ q,
+        }
+        return wrap(ops[op](x, y), t)
+
+    def binop_ir(self, op: str, a: Value, b: Value, t: Type) -> Value:
+        return Value({"op": "binary", "operator": op, "left": a.ir, "right": b.ir, "type": t.json()}, t)
+
+    def shift(self, a: Value, b: Value, op: str, node: PTree) -> Value:
+        if (
+            b.t.k == "int"
+            or (b.t.k == "infint" and int(b.const or 0) < 0)
+            or not (b.t.is_bits or b.t.k == "infint")
+        ):
+            raise type_error(self.pos(node), f"{op}: the shift amount must be unsigned, got {b.t}")
+        if not (a.t.is_bits or a.t.k == "infint"):
+            raise type_error(self.pos(node), f"{op} is not defined on {a.t}")
+        if a.t.k == "infint" and b.const is None:
+            raise type_error(self.pos(node), f"{op}: the width of the shifted value is unknown")
+        if b.t.k == "infint":
+            b = const(int(b.const or 0), bit(max(int(b.const or 0).bit_length(), 1)))
+        if a.const is not None and b.const is not None:
+            x, y = int(a.const), int(b.const)
+            return const(x << y if op == "<<" else x >> y, a.t)
+        return self.binop_ir(op, a, b, a.t)
+
+    def x_concat(self, node: PTree, ctx: Ctx | None) -> Value:
+        a, b = self.expr(node.children[0], ctx), self.expr(node.children[1], ctx)
+        if not (a.t.is_bits and b.t.is_bits):
+            raise type_error(self.pos(node), f"++ needs bit<W>/int<W> operands, got {a.t} and {b.t}")
+        t = Type(a.t.k, a.t.w + b.t.w)
+        if a.const is not None and b.const is not None:
+            return const((int(a.const) << b.t.w) | wrap(int(b.const), bit(b.t.w)), t)
+        return Value({"op": "concat", "left": a.ir, "right": b.ir, "type": t.json()}, t)
+
+    def unary(self, node: PTree, ctx: Ctx | None, op: str) -> Value:
+        v = self.expr(node.children[0], ctx)
+        if op == "!":
+            v = self.coerce(v, BOOL, node.children[0])
+            if v.const is not None:
+                return const(not v.const, BOOL)
+        elif op == "~":
+            if not v.t.is_bits:
+                raise type_error(self.pos(node), f"~ needs bit<W>/int<W>, got {v.t}")
+            if v.const is not None:
+                return const(~int(v.const), v.t)
+        else:
+            if not (v.t.is_bits or v.t.k == "infint"):
+                raise type_error(self.pos(node), f"- is not defined on {v.t}")
+            if v.const is not None:
+                return const(-int(v.const), v.t)
+        return Value({"op": "unary", "operator": op, "expr": v.ir, "type": v.t.json()}, v.t)
+
+    def x_mux(self, node: PTree, ctx: Ctx | None) -> Value:
+        cond = self.coerce(self.expr(node.children[0], ctx), BOOL, node.children[0])
+        a, b = self.expr(node.children[1], ctx), self.expr(node.children[2], ctx)
+        if a.t.k == "infint" and b.t.k == "infint":
+            raise type_error(self.pos(node), "cannot infer the width of ?: with two integer literals")
+        a, b = self.unify(a, b, "?:", node)
+        if cond.const is not None:
+            return a if cond.const else b
+        return Value({"op": "mux", "cond": cond.ir, "then": a.ir, "else": b.ir, "type": a.t.json()}, a.t)
+
+    def x_pos_op(self, node: PTree, ctx: Ctx | None) -> Value:
+        return self.expr(node.children[0], ctx)
+
+
+_BINOPS = {
+    "add_op": "+",
+    "sub_op": "-",
+    "mul_op": "*",
+    "div_op": "/",
+    "mod_op": "%",
+    "sadd_op": "|+|",
+    "ssub_op": "|-|",
+    "band_op": "&",
+    "bor_op": "|",
+    "bxor_op": "^",
+    "eq_op": "==",
+    "ne_op": "!=",
+    "lt_op": "<",
+    "gt_op": ">",
+    "le_op": "<=",
+    "ge_op": ">=",
+    "land_op": "&&",
+    "lor_op": "||",
+    "shl_op": "<<",
+    "shr_op": ">>",
+}
+_UNOPS = {"not_op": "!", "inv_op": "~", "neg_op": "-"}
+
+
+def _bind(
+    op: str, method: Callable[[Elaborator, PTree, Ctx | None, str], Value]
+) -> Callable[[Elaborator, PTree, Ctx | None], Value]:
+    def handler(self: Elaborator, node: PTree, ctx: Ctx | None) -> Value:
+        return method(self, node, ctx, op)
+
+    return handler
+
+
+for _data, _op in _BINOPS.items():
+    setattr(Elaborator, "x_" + _data, _bind(_op, Elaborator.binary))
+for _data, _op in _UNOPS.items():
+    setattr(Elaborator, "x_" + _data, _bind(_op, Elaborator.unary))
+
+__all__ = ["Elaborator", "P4Error"]

@@ -1,0 +1,248 @@
+"""P4Info (p4.config.v1) from the lowered program, with ids and names as p4c assigns them.
+
+Ids: the resource type prefix (P4Ids.Prefix of p4info.proto) in the top byte; `@id(n)` is honoured (the
+prefix is added when n has none); otherwise the low 24 bits are the Jenkins one-at-a-time hash of the fully
+qualified name, probing upwards on a collision, which reproduces p4c's ids (e.g. "MyIngress.ipv4_lpm" ->
+37375156 as in the p4lang tutorials) and keeps them stable across runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from finsy.proto import p4i, p4t
+
+from p4switch.frontend.elaborate import Elaborator
+from p4switch.frontend.errors import Pos, type_error
+
+ACTION, TABLE, CONTROLLER_HEADER = 0x01, 0x02, 0x04
+ACTION_PROFILE, COUNTER, DIRECT_COUNTER, METER, DIRECT_METER, REGISTER, DIGEST = range(0x11, 0x18)
+
+_EXTERN_PREFIX = {
+    "counter": COUNTER,
+    "direct_counter": DIRECT_COUNTER,
+    "meter": METER,
+    "direct_meter": DIRECT_METER,
+    "register": REGISTER,
+    "action_profile": ACTION_PROFILE,
+    "action_selector": ACTION_PROFILE,
+}
+_MATCH = {
+    "exact": p4i.MatchField.EXACT,
+    "ternary": p4i.MatchField.TERNARY,
+    "lpm": p4i.MatchField.LPM,
+    "range": p4i.MatchField.RANGE,
+    "optional": p4i.MatchField.OPTIONAL,
+}
+_COUNTER_UNIT = {
+    "packets": p4i.CounterSpec.PACKETS,
+    "bytes": p4i.CounterSpec.BYTES,
+    "both": p4i.CounterSpec.BOTH,
+}
+_METER_UNIT = {"packets": p4i.MeterSpec.PACKETS, "bytes": p4i.MeterSpec.BYTES}
+_SCOPE = {
+    "all": p4i.ActionRef.TABLE_AND_DEFAULT,
+    "table_only": p4i.ActionRef.TABLE_ONLY,
+    "default_only": p4i.ActionRef.DEFAULT_ONLY,
+}
+
+
+def name_hash(name: str) -> int:
+    """Jenkins' one-at-a-time hash (32 bits), the function p4c uses for P4Runtime ids."""
+    h = 0
+    for byte in name.encode():
+        h = (h + byte) & 0xFFFFFFFF
+        h = (h + (h << 10)) & 0xFFFFFFFF
+        h ^= h >> 6
+    h = (h + (h << 3)) & 0xFFFFFFFF
+    h ^= h >> 11
+    return (h + (h << 15)) & 0xFFFFFFFF
+
+
+class IdAllocator:
+    """Assigns ids: explicit @id values first, then hashed names with linear probing on collision."""
+
+    def __init__(self) -> None:
+        self.used: set[int] = set()
+        self.ids: dict[tuple[int, str], int] = {}
+        self._pending: list[tuple[int, str]] = []
+
+    def request(self, prefix: int, name: str, explicit: Any, pos: Pos) -> None:
+        if explicit is None:
+            self._pending.append((prefix, name))
+            return
+        value = int(explicit)
+        if value >> 24 == 0:
+            value |= prefix << 24
+        elif value >> 24 != prefix:
+            raise type_error(
+                pos, f"@id({explicit}) of {name} does not have the resource prefix {prefix:#04x}"
+            )
+        if value in self.used:
+            raise type_error(pos, f"@id({explicit}) of {name} is used twice")
+        self.used.add(value)
+        self.ids[(prefix, name)] = value
+
+    def assign(self) -> dict[tuple[int, str], int]:
+        for prefix, name in self._pending:
+            if (prefix, name) in self.ids:
+                continue
+            low = name_hash(name) & 0xFFFFFF
+            while (prefix << 24 | low) in self.used:
+                low = (low + 1) & 0xFFFFFF
+            self.used.add(prefix << 24 | low)
+            self.ids[(prefix, name)] = prefix << 24 | low
+        return self.ids
+
+
+def aliases(names: list[str]) -> dict[str, str]:
+    """The shortest dot-separated suffix of each name that no other name ends with (p4c's alias)."""
+    out = {}
+    for name in names:
+        parts = name.split(".")
+        for k in range(1, len(parts) + 1):
+            cand = ".".join(parts[-k:])
+            if not any(o != name and (o == cand or o.endswith("." + cand)) for o in names):
+                out[name] = cand
+                break
+        else:
+            out[name] = name
+    return out
+
+
+def _explicit_id(annos: dict[str, list[Any]]) -> Any:
+    ids = annos.get("id")
+    return ids[0] if ids else None
+
+
+def _pos(obj: dict[str, Any]) -> Pos:
+    file, line, col = obj.get("src", "?:0:0").rsplit(":", 2)
+    return Pos(file, int(line), int(col))
+
+
+def build(ir: dict[str, Any], elab: Elaborator) -> p4i.P4Info:
+    """Build the P4Info and write the assigned ids back into the IR objects (`p4info_id`)."""
+    alloc = IdAllocator()
+    for a in ir["actions"]:
+        alloc.request(ACTION, a["name"], _explicit_id(elab.action_annos.get(a["name"], {})), _pos(a))
+    for t in ir["tables"]:
+        alloc.request(TABLE, t["name"], _explicit_id(elab.table_annos.get(t["name"], {})), _pos(t))
+    for e in ir["externs"]:
+        alloc.request(
+            _EXTERN_PREFIX[e["kind"]], e["name"], _explicit_id(elab.extern_annos.get(e["name"], {})), _pos(e)
+        )
+    for d in ir["digests"]:
+        alloc.request(DIGEST, d["name"], None, Pos(ir["source"], 1, 1))
+    controller_headers = {name: h for name, h in ir["headers"].items() if h["controller_header"]}
+    for name, h in controller_headers.items():
+        alloc.request(
+            CONTROLLER_HEADER,
+            h["controller_header"],
+            _explicit_id(elab.header_annos[name]),
+            Pos(ir["source"], 1, 1),
+        )
+    ids = alloc.assign()
+    every = (
+        [a["name"] for a in ir["actions"]]
+        + [t["name"] for t in ir["tables"]]
+        + [e["name"] for e in ir["externs"]]
+    )
+    alias = aliases(every)
+
+    def preamble(msg: Any, prefix: int, name: str) -> None:
+        msg.preamble.id = ids[(prefix, name)]
+        msg.preamble.name = name
+        msg.preamble.alias = alias.get(name, name)
+
+    info = p4i.P4Info()
+    info.pkg_info.arch = "v1model"
+    for a in ir["actions"]:
+        a["p4info_id"] = ids[(ACTION, a["name"])]
+        msg = info.actions.add()
+        preamble(msg, ACTION, a["name"])
+        for i, p in enumerate(a["params"], 1):
+            msg.params.add(id=i, name=p["name"], bitwidth=p["type"].get("w", 1))
+    ext_id = {e["name"]: ids[(_EXTERN_PREFIX[e["kind"]], e["name"])] for e in ir["externs"]}
+    for t in ir["tables"]:
+        t["p4info_id"] = ids[(TABLE, t["name"])]
+        _table(info.tables.add(), t, ids, ext_id, preamble)
+    for e in ir["externs"]:
+        e["p4info_id"] = ext_id[e["name"]]
+        _extern(info, e, ids, preamble)
+    for d in ir["digests"]:
+        msg = info.digests.add()
+        preamble(msg, DIGEST, d["name"])
+        msg.type_spec.struct.name = d["name"]
+        struct = info.type_info.structs[d["name"]]
+        for f in d["fields"]:
+            struct.members.add(name=f["name"]).type_spec.bitstring.bit.bitwidth = f["type"]["w"]
+    for h in controller_headers.values():
+        msg = info.controller_packet_metadata.add()
+        preamble(msg, CONTROLLER_HEADER, h["controller_header"])
+        msg.preamble.annotations.append(f'@controller_header("{h["controller_header"]}")')
+        for i, f in enumerate(h["fields"], 1):
+            msg.metadata.add(id=i, name=f["name"], bitwidth=f["w"])
+    return info
+
+
+def _table(
+    msg: Any, t: dict[str, Any], ids: dict[tuple[int, str], int], ext_id: dict[str, int], preamble: Any
+) -> None:
+    preamble(msg, TABLE, t["name"])
+    for i, k in enumerate([k for k in t["keys"] if k["match"] != "selector"], 1):
+        msg.match_fields.add(id=i, name=k["name"], bitwidth=k["type"]["w"], match_type=_MATCH[k["match"]])
+    for a in t["actions"]:
+        ref = msg.action_refs.add(id=ids[(ACTION, a["name"])], scope=_SCOPE[a["scope"]])
+        if a["scope"] != "all":
+            ref.annotations.append("@" + a["scope"].replace("_", ""))
+    if t["default_action"]["const"]:
+        msg.const_default_action_id = ids[(ACTION, t["default_action"]["name"])]
+    if t["implementation"]:
+        msg.implementation_id = ext_id[t["implementation"]]
+    for res in (t["direct_counter"], t["direct_meter"]):
+        if res:
+            msg.direct_resource_ids.append(ext_id[res])
+    msg.size = t["size"]
+    if t["entries_const"]:
+        msg.is_const_table = True
+    elif t["entries"]:
+        msg.has_initial_entries = True
+    if t.get("support_timeout"):
+        msg.idle_timeout_behavior = p4i.Table.NOTIFY_CONTROL
+
+
+def _extern(info: p4i.P4Info, e: dict[str, Any], ids: dict[tuple[int, str], int], preamble: Any) -> None:
+    kind = e["kind"]
+    prefix = _EXTERN_PREFIX[kind]
+    if kind in ("action_profile", "action_selector"):
+        msg = info.action_profiles.add()
+        preamble(msg, prefix, e["name"])
+        msg.table_ids.extend(ids[(TABLE, t)] for t in e["tables"])
+        msg.with_selector = kind == "action_selector"
+        msg.size = e["size"]
+        if msg.with_selector:
+            msg.max_group_size = e["max_group_size"]
+    elif kind in ("counter", "direct_counter"):
+        msg = info.counters.add() if kind == "counter" else info.direct_counters.add()
+        preamble(msg, prefix, e["name"])
+        msg.spec.unit = _COUNTER_UNIT[e["unit"]]
+        if kind == "counter":
+            msg.size = e["size"]
+        elif e["table"]:
+            msg.direct_table_id = ids[(TABLE, e["table"])]
+    elif kind in ("meter", "direct_meter"):
+        msg = info.meters.add() if kind == "meter" else info.direct_meters.add()
+        preamble(msg, prefix, e["name"])
+        msg.spec.unit = _METER_UNIT[e["unit"]]
+        if kind == "meter":
+            msg.size = e["size"]
+        elif e["table"]:
+            msg.direct_table_id = ids[(TABLE, e["table"])]
+    elif kind == "register":
+        msg = info.registers.add()
+        preamble(msg, prefix, e["name"])
+        msg.type_spec.bitstring.bit.bitwidth = e["type"]["w"]
+        msg.size = e["size"]
+
+
+__all__ = ["build", "name_hash", "aliases", "p4t"]

@@ -1,0 +1,42 @@
+/* p4switch's own core.p4: the P4_16 core library declarations (P4_16 spec, section "P4 core library"). */
+#ifndef P4SWITCH_CORE_P4
+#define P4SWITCH_CORE_P4
+
+/* Standard errors raised by the parser and by verify(). */
+error {
+    NoError,
+    PacketTooShort,
+    NoMatch,
+    StackOutOfBounds,
+    HeaderTooShort,
+    ParserTimeout,
+    ParserInvalidArgument
+}
+
+/* The packet a parser reads. */
+extern packet_in {
+    void extract<T>(out T hdr);
+    T lookahead<T>();
+    void advance(in bit<32> sizeInBits);
+    bit<32> length();
+}
+
+/* The packet a deparser writes. */
+extern packet_out {
+    void emit<T>(in T hdr);
+}
+
+/* Rejects the packet with toSignal when check is false (parsers only). */
+extern void verify(in bool check, in error toSignal);
+
+/* The action every table falls back to by default. */
+@noWarn("unused")
+action NoAction() { }
+
+match_kind {
+    exact,
+    ternary,
+    lpm
+}
+
+#endif
