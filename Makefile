@@ -21,11 +21,38 @@ lint: setup ## ruff and mypy over the project's Python
 test: setup lint ## run the whole test suite (what CI runs)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-bench: setup ## benchmarks: print numbers and ratios
+bench: setup bench-dataplane ## benchmarks: print numbers and ratios
 	@for m in $(BENCHES); do echo "== $$m"; $(PY) -m $$m || exit 1; done
 
 demo: setup ## the main job: fat tree, attack, traceback and filtering results
 	@echo "make demo: the end-to-end fabric is not built yet (issue 7)"; exit 1
+
+# ---- data plane: p4src/ and ptf-tests/ ----------------------------------------------------------------
+P4_SOURCES := $(wildcard p4src/*.p4 p4src/include/*.p4)
+ifeq ($(TARGET),bmv2)
+P4C := p4c-bm2-ss --arch v1model
+else
+P4C := $(VENV)/bin/p4switch-cc
+endif
+
+.PHONY: build p4info ptf bench-dataplane
+
+build: build/main.json ## compile p4src/main.p4 for $(TARGET) into build/main.json and build/main.p4info.txtpb
+
+build/%.json build/%.p4info.txtpb: p4src/%.p4 $(P4_SOURCES) build/.target-$(TARGET)
+	$(P4C) $< -o build/$*.json --p4runtime-files build/$*.p4info.txtpb
+
+build/.target-$(TARGET):
+	@mkdir -p build && rm -f build/.target-* && touch $@
+
+p4info: build/main.json ## regenerate the committed P4Info (p4src/main.p4info.txtpb)
+	cp build/main.p4info.txtpb p4src/main.p4info.txtpb
+
+ptf: setup ## PTF data-plane tests against $(TARGET) on veths (root; PTF_TESTS=... selects tests)
+	$(PY) -m pytest ptf-tests/test_ptf.py -s $(PYTEST_ARGS)
+
+bench-dataplane: setup ## packets/s through one switch under each partition filter policy
+	$(PY) ptf-tests/bench_policies.py
 
 clean: ## remove build outputs and the venv
 	rm -rf build $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,127 @@
+"""Parsing: every RoCEv2 packet kind is parsed and forwarded byte for byte; truncated frames are dropped
+and counted by parser error, never forwarded half-parsed."""
+
+from __future__ import annotations
+
+from ibsec_test import (
+    IbsecTest,
+    build_ack,
+    build_mad,
+    build_plain_ipv6,
+    build_rc_send,
+    build_rdma_write,
+    build_sth_packet,
+    build_ud_send,
+    gid,
+)
+from scapy.packet import Packet
+
+IN_PORT, OUT_PORT = 1, 2
+BTH_END = 14 + 40 + 8 + 12
+"""Offset of the first byte after the BTH in a RoCEv2 frame."""
+
+
+class ParsingTest(IbsecTest):
+    """A fabric port in, one route out: the packet's only path through the switch."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.add_fabric_ports(IN_PORT)
+        self.add_route(gid(0x20), OUT_PORT)
+
+    def check_forwarded_unchanged(self, packet: Packet | bytes) -> None:
+        frame = bytes(packet)
+        self.send(IN_PORT, frame)
+        self.verify_forwarded(frame, OUT_PORT)
+
+    def check_truncated_dropped(self, frame: bytes) -> None:
+        too_short = self.parser_errors("PACKET_TOO_SHORT")
+        dropped = self.drops("PARSER_ERROR")
+        self.send(IN_PORT, frame)
+        self.verify_dropped()
+        self.assertEqual(self.parser_errors("PACKET_TOO_SHORT"), too_short + 1)
+        self.assertEqual(self.drops("PARSER_ERROR"), dropped + 1)
+
+
+class RcSendForwarded(ParsingTest):
+    """RC SEND Only (BTH and payload) leaves unchanged."""
+
+    def runTest(self) -> None:
+        self.check_forwarded_unchanged(build_rc_send())
+
+
+class RdmaWriteForwarded(ParsingTest):
+    """RDMA WRITE Only with immediate (BTH, RETH, ImmDt) leaves with its headers in wire order."""
+
+    def runTest(self) -> None:
+        self.check_forwarded_unchanged(build_rdma_write())
+
+
+class AckForwarded(ParsingTest):
+    """An RC ACK (BTH, AETH) leaves unchanged."""
+
+    def runTest(self) -> None:
+        self.check_forwarded_unchanged(build_ack())
+
+
+class UdSendForwarded(ParsingTest):
+    """A UD SEND (BTH, DETH, payload) leaves unchanged."""
+
+    def runTest(self) -> None:
+        self.check_forwarded_unchanged(build_ud_send())
+
+
+class MadForwarded(ParsingTest):
+    """A 256-byte MAD on QP1 (BTH, DETH, MAD common header) leaves unchanged."""
+
+    def runTest(self) -> None:
+        self.check_forwarded_unchanged(build_mad())
+
+
+class SthPacketsForwarded(ParsingTest):
+    """Packets in security modes 2, 3 and 4 (BTH, STH) leave unchanged."""
+
+    def runTest(self) -> None:
+        for mode in (2, 3, 4):
+            self.check_forwarded_unchanged(build_sth_packet(sec_mode=mode))
+
+
+class PlainIpv6Forwarded(ParsingTest):
+    """IPv6 that is not RoCEv2 is routed like RoCEv2 and left unmarked."""
+
+    def runTest(self) -> None:
+        self.check_forwarded_unchanged(build_plain_ipv6())
+
+
+class TruncatedHeadersDropped(ParsingTest):
+    """A frame that ends inside the BTH or inside the extension header its opcode announces (RETH/ImmDt,
+    AETH, DETH, the MAD header on QP1, the STH of modes 2-4) is dropped and counted as PacketTooShort."""
+
+    def runTest(self) -> None:
+        cases = {
+            "BTH": (build_rc_send(), BTH_END - 1),
+            "RETH+ImmDt": (build_rdma_write(), BTH_END + 16 + 3),
+            "AETH": (build_ack(), BTH_END + 3),
+            "DETH": (build_ud_send(), BTH_END + 7),
+            "MAD": (build_mad(), BTH_END + 8 + 23),
+            "STH": (build_sth_packet(), BTH_END + 15),
+        }
+        for name, (packet, length) in cases.items():
+            with self.subTest(header=name):
+                self.check_truncated_dropped(bytes(packet)[:length])
+
+
+class TruncationDependsOnOpcodeModeAndQp(ParsingTest):
+    """The same short lengths are whole packets when the opcode, security mode or QP announces no more:
+    the parser follows the BTH, it does not guess."""
+
+    def runTest(self) -> None:
+        self.check_forwarded_unchanged(bytes(build_sth_packet(sec_mode=0))[:BTH_END + 15])
+        self.check_forwarded_unchanged(bytes(build_mad(dest_qp=2))[:BTH_END + 8 + 23])
+
+
+class TruncatedIpv6Dropped(ParsingTest):
+    """A frame that ends inside the IPv6 header is dropped and counted too."""
+
+    def runTest(self) -> None:
+        self.check_truncated_dropped(bytes(build_plain_ipv6())[:14 + 30])
