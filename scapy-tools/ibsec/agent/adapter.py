@@ -1,0 +1,609 @@
+"""The channel adapter: P_Key table, QPs, SEND and RDMA WRITE, ACKs and retransmission, security modes.
+
+Receive path (:meth:`Adapter.receive`), in the order a real CA checks, each failure counted under its own
+reason and never delivered: not RoCEv2 or not for us (ignored) -> P_Key (trap 257) -> destination QP ->
+Q_Key for UD (trap 258) -> security mode of the QP (a downgrade is refused) -> MAC / ICRC and replay (the
+wire library's transport) -> R_Key, bounds and memory key for RDMA WRITE -> delivery, then the ACK.
+
+Mode 0 makes no crypto call at all: frames carry the plain ICRC. Frames are built once per (QP, opcode,
+size) with Scapy and only patched per packet (PSN, RETH, payload); see :mod:`.frames`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ibsec import addressing, icrc, keys, transport
+from ibsec.skc import SessionKeyCache
+
+from . import frames
+from .counters import Counters, Drop
+from .keyring import Keyring
+from .memory import MemoryTable, Region, proof_key
+from .qp import (
+    PSN_MASK,
+    Partition,
+    QueuePair,
+    Scope,
+    Security,
+    Service,
+    State,
+    UdPeer,
+    Unacked,
+    pkey_matches,
+)
+from .traps import FailureStreak, RateLimiter
+
+log = logging.getLogger("ibsec.agent.adapter")
+
+DEFAULT_PKEY = 0xFFFF
+QP1 = 1
+FIRST_QPN = 0x100
+DIRECTION_INITIATOR = 0
+DIRECTION_RESPONDER = 1
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """Everything an agent is started with (``ibsec-agent`` arguments)."""
+
+    name: str
+    mac: bytes
+    subnet: int = 1
+    lid: int = 1
+    pkey_file: Path | None = None
+    key_file: Path | None = None
+    sm_gid: str | None = None
+    trap_window: float = 10.0
+    mac_failure_threshold: int = 16
+    retire_after: int = 1 << 20
+    ack_timeout: float = 0.05
+    retries: int = 7
+    skc_bytes: int = 16384
+
+
+class AdapterError(Exception):
+    """An operation the adapter refuses (no such QP, QP not connected, missing key...)."""
+
+
+def load_partitions(path: Path) -> list[Partition]:
+    """P_Key table file: ``{"partitions": [{"pkey": "0x8001", "mode": 2, "scope": "session"}, ...]}``."""
+    document = json.loads(path.read_text())
+    return [
+        Partition(
+            int(str(entry["pkey"]), 0), int(entry.get("mode", 0)), Scope(entry.get("scope", "partition"))
+        )
+        for entry in document["partitions"]
+    ]
+
+
+class Adapter:
+    """One port's channel adapter; thread-safe (receive thread, timer thread, control threads)."""
+
+    def __init__(self, config: AgentConfig, send: Callable[[bytes], None]) -> None:
+        self.config = config
+        self._send = send
+        self.guid = addressing.mac_to_guid(config.mac.hex(":"))
+        self.gid = addressing.make_gid(config.subnet, self.guid)
+        self.gid_bytes = ipaddress.IPv6Address(self.gid).packed
+        self.counters = Counters()
+        self.memory = MemoryTable()
+        self.keyring = Keyring(self.guid)
+        self.skc = SessionKeyCache(capacity_bytes=config.skc_bytes)
+        self._skc_lock = threading.Lock()
+        self.partitions: dict[int, Partition] = {DEFAULT_PKEY: Partition(DEFAULT_PKEY)}
+        self.qps: dict[int, QueuePair] = {}
+        self._lock = threading.RLock()
+        self._next_qpn = FIRST_QPN
+        self.builder = frames.Builder(config.mac, self.gid_bytes)
+        self.trap_limiter = RateLimiter(config.trap_window)
+        self.streaks = FailureStreak(config.mac_failure_threshold, config.retire_after)
+        self.inject_drops = 0
+        if config.pkey_file:
+            self.set_partitions(load_partitions(config.pkey_file))
+        if config.key_file:
+            self.keyring.load(config.key_file)
+        from .cm import ConnectionManager
+        from .mads import ManagementAgent
+
+        self.cm = ConnectionManager(self)
+        self.mads = ManagementAgent(self)
+
+    # ------------------------------------------------------------------ partitions and QPs
+
+    def set_partitions(self, partitions: list[Partition]) -> None:
+        """Replace the P_Key table (from the file or the SM's vendor MAD)."""
+        with self._lock:
+            self.partitions = {p.pkey: p for p in partitions}
+        log.info(
+            "P_Key table: %s", ", ".join(f"{p.pkey:#06x}/mode{p.mode}/{p.scope.value}" for p in partitions)
+        )
+
+    def partition(self, pkey: int) -> Partition | None:
+        """The table entry a packet's P_Key matches, if any."""
+        with self._lock:
+            exact = self.partitions.get(pkey)
+            if exact is not None:
+                return exact
+            return next((p for p in self.partitions.values() if pkey_matches(p.pkey, pkey)), None)
+
+    def create_qp(
+        self,
+        service: Service,
+        pkey: int = DEFAULT_PKEY,
+        mode: int | None = None,
+        scope: Scope | None = None,
+        qkey: int | None = None,
+    ) -> QueuePair:
+        """A new QP in partition ``pkey``; mode and scope default to the partition's."""
+        partition = self.partition(pkey)
+        if partition is None:
+            raise AdapterError(f"P_Key {pkey:#06x} is not in this port's P_Key table")
+        mode = partition.mode if mode is None else mode
+        if mode not in frames.MODES:
+            raise AdapterError(f"security mode {mode} is not one of {sorted(frames.MODES)}")
+        with self._lock:
+            qpn = self._next_qpn
+            self._next_qpn += 1
+            qp = QueuePair(
+                qpn,
+                service,
+                partition,
+                mode,
+                scope or partition.scope,
+                qkey=(qkey if qkey is not None else int.from_bytes(os.urandom(4), "big") & 0x7FFFFFFF),
+            )
+            qp.next_psn = int.from_bytes(os.urandom(3), "big")
+            self.qps[qpn] = qp
+        return qp
+
+    def qp(self, qpn: int) -> QueuePair:
+        with self._lock:
+            qp = self.qps.get(qpn)
+        if qp is None:
+            raise AdapterError(f"no QP {qpn:#x}")
+        return qp
+
+    def security_for(
+        self,
+        qp: QueuePair,
+        remote_gid: str,
+        remote_qpn: int,
+        session_key: bytes | None,
+        initiator: bool,
+        n0: tuple[bytes, bytes],
+        remote_psn: int,
+    ) -> Security:
+        """The crypto context of a connection; its key by scope, none in mode 0 (no key is looked up).
+
+        ``n0`` = (our nonce base, the peer's), ``remote_psn`` the peer's starting PSN.
+        """
+        key = None if qp.mode == 0 else self._connection_key(qp, remote_gid, remote_qpn, session_key)
+        return frames.new_security(
+            qp.mode, key, qp.service.value, n0[0], n0[1], initiator, qp.next_psn, remote_psn
+        )
+
+    def _connection_key(
+        self, qp: QueuePair, remote_gid: str, remote_qpn: int, session_key: bytes | None
+    ) -> bytes:
+        if qp.scope is Scope.SESSION:
+            if session_key is None:
+                raise AdapterError("session scope needs a session key from the CM handshake")
+            key = session_key
+        elif qp.scope is Scope.PARTITION:
+            key = self.keyring.partition_key(qp.partition.pkey).material
+        else:
+            p_sk = self.keyring.partition_key(qp.partition.pkey)
+            local = keys.Endpoint(int(ipaddress.IPv6Address(self.gid)), qp.qpn)
+            remote = keys.Endpoint(int(ipaddress.IPv6Address(remote_gid)), remote_qpn)
+            key = keys.derive_connection_key(p_sk, local, remote).material
+        return key
+
+    def session_key(self, qp: QueuePair, comm_id: int) -> bytes:
+        """A session key through the session key cache (its stats count every lookup)."""
+        with self._skc_lock:
+            return self.skc.get((qp.qpn, comm_id)).material
+
+    def store_session_key(self, qp: QueuePair, comm_id: int, key: keys.Key) -> None:
+        with self._skc_lock:
+            self.skc.put((qp.qpn, comm_id), key)
+
+    # ------------------------------------------------------------------ sending
+
+    def transmit(self, frame: bytes) -> None:
+        """Put a finished frame on the wire."""
+        self._send(frame)
+        self.counters.bump("tx_frames")
+
+    def _remote_mac(self, gid: str) -> bytes:
+        return bytes.fromhex(addressing.guid_to_mac(addressing.parse_gid(gid).guid).replace(":", ""))
+
+    def _ready(self, qpn: int) -> QueuePair:
+        qp = self.qp(qpn)
+        if qp.state is not State.RTS or qp.security is None:
+            raise AdapterError(f"QP {qpn:#x} is {qp.state.value}, not connected")
+        return qp
+
+    def post_send(self, qpn: int, data: bytes, dest: tuple[str, int] | None = None) -> None:
+        """SEND ``data`` on an RC QP, or on a UD QP to ``dest`` = (GID, QPN) resolved with SIDR."""
+        qp = self.qp(qpn)
+        if qp.service is Service.UD:
+            self._post_ud(qp, data, dest)
+            return
+        self._post_rc(self._ready(qpn), "RC_SEND_ONLY", data)
+
+    def post_write(self, qpn: int, va: int, r_key: int, data: bytes, memory_key: bytes | None = None) -> None:
+        """RDMA WRITE ``data`` to remote ``va`` under ``r_key``; ``memory_key`` proves a (sub-)region key."""
+        qp = self._ready(qpn)
+        if memory_key is not None and qp.mode == 0:
+            raise AdapterError("extended memory protection needs a security mode with a MAC (1-4)")
+        self._post_rc(qp, "RC_RDMA_WRITE_ONLY", data, reth=(va, r_key, len(data)), memory_key=memory_key)
+
+    def _post_rc(
+        self,
+        qp: QueuePair,
+        opcode: str,
+        data: bytes,
+        reth: tuple[int, int, int] | None = None,
+        memory_key: bytes | None = None,
+    ) -> None:
+        assert qp.security is not None and qp.remote_gid is not None and qp.remote_qpn is not None
+        if qp.security.retired:
+            raise AdapterError(f"QP {qp.qpn:#x}: key retired after repeated MAC failures")
+        with self._lock:
+            epsn = qp.next_psn
+            qp.next_psn += 1
+            key = None if memory_key is None else proof_key(qp.security.key or b"", memory_key)
+            plain = self.builder.plain(
+                qp.remote_gid,
+                opcode,
+                qp.partition.pkey,
+                qp.remote_qpn,
+                epsn,
+                data,
+                ackreq=True,
+                src_qp=qp.qpn,
+                reth=reth,
+            )
+            frame = frames.seal(plain, qp.security, key)
+            qp.unacked[epsn] = Unacked(frame, time.monotonic())
+        self.transmit(frame)
+        self.counters.bump("tx_bytes", len(data))
+
+    def _post_ud(self, qp: QueuePair, data: bytes, dest: tuple[str, int] | None) -> None:
+        if dest is None:
+            raise AdapterError("a UD send needs a destination (GID, QPN)")
+        peer = qp.peers.get((str(ipaddress.IPv6Address(dest[0])), dest[1]))
+        if peer is None:
+            raise AdapterError(f"destination {dest[0]} QP {dest[1]:#x} not resolved (run SIDR first)")
+        with self._lock:
+            epsn = peer.next_psn
+            peer.next_psn += 1
+            plain = self.builder.plain(
+                peer.gid,
+                "UD_SEND_ONLY",
+                qp.partition.pkey,
+                peer.qpn,
+                epsn,
+                data,
+                src_qp=qp.qpn,
+                deth=(peer.qkey, qp.qpn),
+            )
+            frame = frames.seal(plain, peer.security)
+        self.transmit(frame)
+        self.counters.bump("tx_bytes", len(data))
+
+    def wait_recv(self, qpn: int, timeout: float) -> bytes | None:
+        """The next message delivered on ``qpn`` (waits up to ``timeout`` seconds)."""
+        item = self.qp(qpn).take(timeout)
+        return None if item is None else item[0]
+
+    def outstanding(self, qpn: int) -> int:
+        """Unacknowledged requests on an RC QP."""
+        return len(self.qp(qpn).unacked)
+
+    def wait_outstanding(self, qpn: int, at_most: int, timeout: float) -> bool:
+        """Wait until at most ``at_most`` requests are unacknowledged; False on timeout or QP error."""
+        qp = self.qp(qpn)
+        with qp.cond:
+            return (
+                qp.cond.wait_for(lambda: len(qp.unacked) <= at_most or qp.state is State.ERROR, timeout)
+                and qp.state is not State.ERROR
+            )
+
+    # ------------------------------------------------------------------ timer: retransmission
+
+    def tick(self) -> None:
+        """Retransmit every request unacknowledged for longer than the ACK timeout (go-back-N)."""
+        now = time.monotonic()
+        with self._lock:
+            qps = [qp for qp in self.qps.values() if qp.unacked and qp.state is State.RTS]
+        for qp in qps:
+            with self._lock:
+                oldest = next(iter(qp.unacked.values()), None)
+                if oldest is None or now - oldest.sent_at < self.config.ack_timeout:
+                    continue
+                if oldest.tries > self.config.retries:
+                    self._fail(qp, "retries exhausted")
+                    continue
+                resend = list(qp.unacked.values())
+                for item in resend:
+                    item.sent_at, item.tries = now, item.tries + 1
+            for item in resend:
+                self.transmit(item.frame)
+                self.counters.bump("retransmissions")
+
+    def _fail(self, qp: QueuePair, why: str) -> None:
+        log.warning("QP %#x -> ERROR: %s", qp.qpn, why)
+        with qp.cond:
+            qp.state = State.ERROR
+            qp.cond.notify_all()
+
+    # ------------------------------------------------------------------ receiving
+
+    def receive(self, frame: bytes) -> None:
+        """Handle one frame from the wire. Survives anything: a frame that breaks a parser is malformed."""
+        self.counters.bump("rx_frames")
+        try:
+            self._receive(frame)
+        except frames.FrameError:
+            self.counters.drop(Drop.MALFORMED)
+        except Exception:
+            log.exception("frame handling failed (counted as malformed)")
+            self.counters.bump("internal_errors")
+            self.counters.drop(Drop.MALFORMED)
+
+    def _receive(self, frame: bytes) -> None:
+        view = frames.parse(frame)
+        if view is None:
+            self.counters.bump("rx_not_roce")
+            return
+        if addressing.mf_clear(view.dst_gid) != self.gid_bytes:
+            self.counters.bump("rx_not_for_us")
+            return
+        if self.inject_drops and view.dqpn != QP1:
+            self.inject_drops -= 1
+            self.counters.drop(Drop.INJECTED)
+            return
+        partition = self.partition(view.pkey)
+        if partition is None:
+            self.counters.drop(Drop.BAD_PKEY)
+            self.mads.trap_bad_pkey(view)
+            return
+        if view.dqpn == QP1:
+            self.mads.receive(view)
+            return
+        with self._lock:
+            qp = self.qps.get(view.dqpn)
+        if qp is None or qp.state is State.INIT:
+            self.counters.drop(Drop.NO_QP)
+            return
+        if view.service != qp.service.value:
+            self.counters.drop(Drop.MALFORMED)
+            return
+        if view.mode != qp.mode:
+            self.counters.drop(Drop.BAD_MODE)
+            return
+        if qp.service is Service.UD:
+            self._receive_ud(qp, view)
+        elif view.opcode_name == "RC_ACKNOWLEDGE":
+            self._receive_ack(qp, view)
+        else:
+            self._receive_request(qp, view)
+
+    def _open(
+        self,
+        qp: QueuePair,
+        view: frames.View,
+        security: Security,
+        receiver: transport.Receiver | None,
+        key: bytes | None = None,
+        trial: bool = False,
+    ) -> tuple[bytes, transport.OpenInfo] | None:
+        """Verify (and decrypt) with the transport and count why a frame is refused (None then).
+
+        ``key`` overrides the connection's key; a ``trial`` open (one candidate memory key among several)
+        reports a MAC failure by raising it, so the caller can try the next key.
+        """
+        assert receiver is not None
+        try:
+            return transport.open_frame(view.data, key or security.key, receiver)
+        except transport.MacFailure:
+            if trial:
+                raise
+            self.counters.drop(Drop.MAC_FAILURE)
+            self._mac_failure(qp, view)
+        except transport.SequenceError:
+            self.counters.drop(Drop.PSN_SEQUENCE)
+        except transport.ReplayError:
+            self.counters.drop(Drop.REPLAY)
+            if qp.service is Service.RC and receiver is security.requests and qp.last_ack is not None:
+                self.transmit(qp.last_ack)  # a retransmitted request whose ACK was lost: ACK it again
+        except (transport.ModeMismatch, transport.ReservedMode):
+            self.counters.drop(Drop.BAD_MODE)
+        except transport.IcrcError:
+            self.counters.drop(Drop.BAD_ICRC)
+        except (transport.TransportError, icrc.WireError):
+            self.counters.drop(Drop.MALFORMED)
+        return None
+
+    def _mac_failure(self, qp: QueuePair, view: frames.View) -> None:
+        streak, trap, retire = self.streaks.failure(qp.qpn)
+        if trap:
+            self.mads.security_trap(qp, view, streak)
+        if retire and qp.security is not None:
+            qp.security.retired = True
+            log.warning("QP %#x: key retired after %d consecutive MAC failures", qp.qpn, streak)
+            self._fail(qp, "key retired")
+
+    def _receive_request(self, qp: QueuePair, view: frames.View) -> None:
+        assert qp.security is not None
+        if view.opcode_name == "RC_RDMA_WRITE_ONLY":
+            self._receive_write(qp, view)
+            return
+        if view.opcode_name != "RC_SEND_ONLY":
+            self.counters.drop(Drop.MALFORMED)
+            return
+        opened = self._open(qp, view, qp.security, qp.security.requests)
+        if opened is not None:
+            self.streaks.success(qp.qpn)
+            self._acknowledge(qp, opened[1])
+            self._deliver(qp, opened[0], {"psn": view.psn})
+
+    def _receive_write(self, qp: QueuePair, view: frames.View) -> None:
+        """RDMA WRITE: R_Key, bounds, then the MAC (under a memory key if the region demands one)."""
+        assert qp.security is not None and view.reth is not None
+        va, r_key, length = view.reth
+        region = self.memory.lookup(r_key)
+        if region is None:
+            self.counters.drop(Drop.BAD_RKEY)
+            return
+        if not region.contains(va, length) or length != view.payload_length:
+            self.counters.drop(Drop.OUT_OF_BOUNDS)
+            return
+        if region.tree is not None:
+            opened = self._open_with_memory_key(qp, view, region)
+        else:
+            opened = self._open(qp, view, qp.security, qp.security.requests)
+        if opened is None:
+            return
+        self.streaks.success(qp.qpn)
+        region.write(va, opened[0])
+        self.counters.bump("rdma_write_bytes", length)
+        self._acknowledge(qp, opened[1])
+
+    def _open_with_memory_key(
+        self, qp: QueuePair, view: frames.View, region: Region
+    ) -> tuple[bytes, transport.OpenInfo] | None:
+        """The MAC must prove the key of a tree node containing the write: at most depth + 1 tries."""
+        assert qp.security is not None and view.reth is not None
+        if qp.mode == 0 or qp.security.key is None or region.key is None or region.tree is None:
+            self.counters.drop(Drop.MEMORY_KEY)
+            return None
+        va, _, length = view.reth
+        for start, size in region.candidate_nodes(va, length):
+            node_key = keys.derive_subregion_key(region.key, region.tree, start, size).material
+            try:
+                return self._open(
+                    qp,
+                    view,
+                    qp.security,
+                    qp.security.requests,
+                    proof_key(qp.security.key, node_key),
+                    trial=True,
+                )
+            except transport.MacFailure:
+                continue
+        self.counters.drop(Drop.MEMORY_KEY)
+        self._mac_failure(qp, view)
+        return None
+
+    def _acknowledge(self, qp: QueuePair, info: transport.OpenInfo) -> None:
+        """Cumulative ACK of the request just accepted; kept to be re-sent as is for duplicates."""
+        assert qp.security is not None and qp.remote_gid is not None and qp.remote_qpn is not None
+        with self._lock:
+            qp.msn = (qp.msn + 1) & PSN_MASK
+            plain = self.builder.plain(
+                qp.remote_gid,
+                "RC_ACKNOWLEDGE",
+                qp.partition.pkey,
+                qp.remote_qpn,
+                info.epsn,
+                b"",
+                src_qp=qp.qpn,
+                aeth=(frames.ACK_SYNDROME, qp.msn),
+            )
+            qp.last_ack = frames.seal(plain, qp.security)
+        self.transmit(qp.last_ack)
+
+    def _receive_ack(self, qp: QueuePair, view: frames.View) -> None:
+        assert qp.security is not None
+        opened = self._open(qp, view, qp.security, qp.security.responses)
+        if opened is None:
+            return
+        acked = opened[1].epsn
+        with qp.cond:
+            for epsn in [p for p in qp.unacked if p <= acked]:
+                del qp.unacked[epsn]
+            qp.cond.notify_all()
+        self.counters.bump("rx_acks")
+
+    def _receive_ud(self, qp: QueuePair, view: frames.View) -> None:
+        if view.deth is None or view.deth[0] != qp.qkey:
+            self.counters.drop(Drop.BAD_QKEY)
+            self.mads.trap_bad_qkey(view)
+            return
+        peer = qp.peers.get((str(ipaddress.IPv6Address(view.src_gid)), view.deth[1]))
+        if peer is None:
+            self.counters.drop(Drop.NO_QP)
+            return
+        opened = self._open(qp, view, peer.security, peer.security.requests)
+        if opened is not None:
+            self.streaks.success(qp.qpn)
+            self._deliver(
+                qp, opened[0], {"src_gid": peer.gid, "src_qp": peer.qpn}, reply_to=(peer.gid, peer.qpn)
+            )
+
+    def _deliver(
+        self, qp: QueuePair, payload: bytes, meta: dict[str, Any], reply_to: tuple[str, int] | None = None
+    ) -> None:
+        self.counters.bump("rx_messages")
+        self.counters.bump("rx_bytes", len(payload))
+        if qp.echo:
+            try:
+                self.post_send(qp.qpn, payload, reply_to)
+            except AdapterError as exc:
+                log.warning("echo on QP %#x failed: %s", qp.qpn, exc)
+            return
+        qp.deliver(payload, meta)
+
+    # ------------------------------------------------------------------ connection set-up helpers (CM)
+
+    def connected(self, qp: QueuePair, remote_gid: str, remote_qpn: int, security: Security) -> None:
+        """Move an RC QP to RTS once the handshake agreed on the remote end, PSNs and keys."""
+        with self._lock:
+            qp.remote_gid = str(ipaddress.IPv6Address(remote_gid))
+            qp.remote_qpn = remote_qpn
+            qp.remote_mac = self._remote_mac(qp.remote_gid)
+            qp.security = security
+            qp.state = State.RTS
+        log.info(
+            "QP %#x connected to %s QP %#x, mode %d, %s keys",
+            qp.qpn,
+            qp.remote_gid,
+            remote_qpn,
+            qp.mode,
+            qp.scope.value,
+        )
+
+    def add_ud_peer(self, qp: QueuePair, gid: str, qpn: int, qkey: int, security: Security) -> UdPeer:
+        """Remember a UD peer resolved by SIDR; we send to it from the QP's current PSN on."""
+        gid = str(ipaddress.IPv6Address(gid))
+        peer = UdPeer(gid, qpn, qkey, self._remote_mac(gid), security, qp.next_psn)
+        with self._lock:
+            qp.peers[(gid, qpn)] = peer
+            qp.state = State.RTS
+        return peer
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.config.name,
+            "gid": self.gid,
+            "guid": f"{self.guid:#018x}",
+            "lid": self.config.lid,
+            "mac": self.config.mac.hex(":"),
+            "sm_gid": self.config.sm_gid,
+            "pkeys": [
+                {"pkey": p.pkey, "mode": p.mode, "scope": p.scope.value} for p in self.partitions.values()
+            ],
+            "keys": self.keyring.describe(),
+        }

@@ -1,0 +1,349 @@
+"""Connection management on QP1 (IBA chapter 12) carrying the keys of seed 000 section 5.1.5.
+
+RC: the active side sends REQ with its QPN, starting PSN, security mode, its nonce base N0 and, for
+session scope, a fresh session key SK wrapped under CA_SK_ij (the key it shares with the passive CA); the
+passive side unwraps it, creates a QP, answers REP with its QPN, PSN and N0; the active side confirms with
+RTU. UD: SIDR_REQ / SIDR_REP carry the same, plus (in our PrivateData) the requester's QPN, Q_Key and PSN,
+because both ends keep a key and a replay window per remote UD QP. Refusals (unknown partition, a
+downgrade to mode 0 in a secure partition, a key that does not unwrap, no pairwise key) are answered with
+REJ (or SIDR_REP status 2) and logged with the reason, never with key bytes.
+
+Key scope travels in the ServiceID's low byte (``IBSEC_SERVICE_ID | scope``); the QPN a UD requester
+wants resolved (0: a new QP) in bits 8-31.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import os
+import struct
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from scapy.packet import Packet
+
+from ibsec import keys, layers
+
+from .counters import Drop
+from .keyring import MissingKey
+from .qp import PSN_MASK, QueuePair, Scope, Service
+
+if TYPE_CHECKING:
+    from . import frames
+    from .adapter import Adapter
+
+log = logging.getLogger("ibsec.agent.cm")
+
+IBSEC_SERVICE_ID = 0x1B5E_C000_0000_0000
+SCOPE_CODES = {Scope.PARTITION: 0, Scope.SESSION: 1, Scope.DERIVED: 2}
+SCOPES = {code: scope for scope, code in SCOPE_CODES.items()}
+REJ_CONSUMER = 28  # IBA 12.6.7.2: Consumer Reject
+SIDR_REJECTED = 2
+CM_RETRIES = 3
+UD_EXTRA = struct.Struct("!III")  # after IbsecPrivateData in SIDR PrivateData: QPN, Q_Key, start PSN
+
+
+class Refused(Exception):
+    """The passive side refuses a connection; the message goes to the log, the peer gets a REJ."""
+
+
+@dataclass
+class Pending:
+    """An active connection attempt waiting for REP / SIDR_REP."""
+
+    qp: QueuePair
+    remote_gid: str
+    n0: bytes
+    session_key: bytes | None
+    done: threading.Event = field(default_factory=threading.Event)
+    reply: Any = None
+    error: str | None = None
+
+
+class ConnectionManager:
+    """The CM agent of one port: active connects, passive accepts, duplicate REQs answered again."""
+
+    def __init__(self, adapter: Adapter) -> None:
+        self.adapter = adapter
+        self._pending: dict[int, Pending] = {}
+        self._accepted: dict[tuple[str, int], bytes] = {}  # (peer GID, its comm/request id) -> our reply
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ active side
+
+    def connect(
+        self,
+        remote_gid: str,
+        service: Service,
+        pkey: int,
+        mode: int | None,
+        scope: Scope | None,
+        timeout: float,
+        qpn: int | None = None,
+        remote_qpn: int | None = None,
+    ) -> QueuePair:
+        """Connect a QP to ``remote_gid``, wait for the handshake; AdapterError on REJ or timeout."""
+        from .adapter import AdapterError
+
+        remote_gid = str(ipaddress.IPv6Address(remote_gid))
+        ad = self.adapter
+        qp = ad.qp(qpn) if qpn is not None else ad.create_qp(service, pkey, mode, scope)
+        comm_id = int.from_bytes(os.urandom(4), "big")
+        n0 = os.urandom(layers.NONCE_BASE_LEN)
+        session_key = None
+        wrapped = bytes(keys.WRAPPED_KEY_LEN)
+        if qp.mode and qp.scope is Scope.SESSION:
+            sk = keys.Key.generate(keys.KeyType.SK, self._sk_owner(ad.gid, qp.qpn, remote_gid))
+            wrapped = keys.wrap_key(ad.keyring.pairwise_key(_guid(remote_gid)), sk)
+            session_key = sk.material
+            ad.store_session_key(qp, comm_id, sk)
+        private = layers.IbsecPrivateData(secmode=qp.mode, n0=n0, wrapped_key=wrapped)
+        service_id = IBSEC_SERVICE_ID | SCOPE_CODES[qp.scope]
+        if service is Service.RC:
+            body: Packet = layers.CmReq(
+                local_comm_id=comm_id,
+                service_id=service_id,
+                local_ca_guid=ad.guid,
+                local_qpn=qp.qpn,
+                starting_psn=qp.next_psn & PSN_MASK,
+                partition_key=qp.partition.pkey,
+                primary_local_gid=ad.gid,
+                primary_remote_gid=remote_gid,
+                primary_local_lid=ad.config.lid,
+                private_data=private,
+            )
+            attr = layers.CmAttr.REQ
+        else:
+            extra = UD_EXTRA.pack(qp.qpn, qp.qkey, qp.next_psn & PSN_MASK)
+            body = layers.CmSidrReq(
+                request_id=comm_id,
+                partition_key=qp.partition.pkey,
+                service_id=service_id | ((remote_qpn or 0) << 8),
+                private_data=(bytes(private) + extra).ljust(216, b"\0"),
+            )
+            attr = layers.CmAttr.SIDR_REQ
+        pending = Pending(qp, remote_gid, n0, session_key)
+        with self._lock:
+            self._pending[comm_id] = pending
+        frame = ad.builder.mad_frame(remote_gid, qp.partition.pkey, bytes(self._mad(attr, body)))
+        try:
+            for _ in range(CM_RETRIES):
+                ad.transmit(frame)
+                if pending.done.wait(timeout / CM_RETRIES):
+                    break
+        finally:
+            with self._lock:
+                self._pending.pop(comm_id, None)
+        if pending.error is not None:
+            raise AdapterError(f"connection to {remote_gid} refused: {pending.error}")
+        if pending.reply is None:
+            raise AdapterError(f"no CM reply from {remote_gid} within {timeout:.1f}s")
+        self._finish_active(pending, comm_id, service)
+        return qp
+
+    def _finish_active(self, pending: Pending, comm_id: int, service: Service) -> None:
+        ad, qp, reply = self.adapter, pending.qp, pending.reply
+        private = layers.IbsecPrivateData(bytes(reply.private_data)[: len(layers.IbsecPrivateData())])
+        if service is Service.RC:
+            remote_qpn, remote_psn = reply.local_qpn, reply.starting_psn
+            security = ad.security_for(
+                qp,
+                pending.remote_gid,
+                remote_qpn,
+                pending.session_key,
+                True,
+                (pending.n0, private.n0),
+                remote_psn,
+            )
+            ad.connected(qp, pending.remote_gid, remote_qpn, security)
+            rtu = layers.CmRtu(local_comm_id=comm_id, remote_comm_id=reply.local_comm_id)
+            ad.transmit(
+                ad.builder.mad_frame(
+                    pending.remote_gid, qp.partition.pkey, bytes(self._mad(layers.CmAttr.RTU, rtu))
+                )
+            )
+        else:
+            remote_psn = UD_EXTRA.unpack_from(bytes(reply.private_data), len(private))[2]
+            security = ad.security_for(
+                qp,
+                pending.remote_gid,
+                reply.qpn,
+                pending.session_key,
+                True,
+                (pending.n0, private.n0),
+                remote_psn,
+            )
+            ad.add_ud_peer(qp, pending.remote_gid, reply.qpn, reply.qkey, security)
+
+    # ------------------------------------------------------------------ receiving CM MADs
+
+    def receive(self, view: frames.View, mad: Packet) -> None:
+        """A CM MAD arrived on QP1."""
+        attr = mad.attribute_id
+        body = mad.payload
+        src_gid = str(ipaddress.IPv6Address(view.src_gid))
+        if attr == layers.CmAttr.REQ and isinstance(body, layers.CmReq):
+            self._on_request(src_gid, view, body, body.local_comm_id, Service.RC)
+        elif attr == layers.CmAttr.SIDR_REQ and isinstance(body, layers.CmSidrReq):
+            self._on_request(src_gid, view, body, body.request_id, Service.UD)
+        elif attr == layers.CmAttr.REP and isinstance(body, layers.CmRep):
+            self._answer(body.remote_comm_id, body, None)
+        elif attr == layers.CmAttr.SIDR_REP and isinstance(body, layers.CmSidrRep):
+            self._answer(body.request_id, body, None if body.status == 0 else f"SIDR status {body.status}")
+        elif attr == layers.CmAttr.REJ and isinstance(body, layers.CmRej):
+            self._answer(body.remote_comm_id, None, f"REJ reason {body.reason}")
+        elif attr == layers.CmAttr.RTU:
+            self.adapter.counters.bump("cm_rtu")
+        else:
+            self.adapter.counters.drop(Drop.MALFORMED)
+
+    def _answer(self, comm_id: int, reply: Any, error: str | None) -> None:
+        with self._lock:
+            pending = self._pending.get(comm_id)
+        if pending is None:
+            self.adapter.counters.bump("cm_stale_replies")
+            return
+        pending.reply, pending.error = reply, error
+        pending.done.set()
+
+    def _on_request(
+        self, src_gid: str, view: frames.View, body: Packet, comm_id: int, service: Service
+    ) -> None:
+        ad = self.adapter
+        with self._lock:
+            earlier = self._accepted.get((src_gid, comm_id))
+        if earlier is not None:  # our reply was lost and the peer retried: answer the same again
+            ad.transmit(earlier)
+            return
+        try:
+            reply = self._accept(src_gid, body, comm_id, service)
+        except (Refused, MissingKey, keys.KeyWrapError) as exc:
+            log.warning(
+                "refused %s from %s: %s", "REQ" if service is Service.RC else "SIDR_REQ", src_gid, exc
+            )
+            ad.counters.bump("cm_rejected")
+            reply = self._refusal(body, comm_id, service)
+        frame = ad.builder.mad_frame(src_gid, view.pkey, bytes(reply))
+        with self._lock:
+            self._accepted[(src_gid, comm_id)] = frame
+            if len(self._accepted) > 4096:
+                self._accepted.pop(next(iter(self._accepted)))
+        ad.transmit(frame)
+
+    def _refusal(self, body: Packet, comm_id: int, service: Service) -> Packet:
+        if service is Service.RC:
+            return self._mad(
+                layers.CmAttr.REJ,
+                layers.CmRej(remote_comm_id=comm_id, message_rejected=0, reason=REJ_CONSUMER),
+            )
+        return self._mad(
+            layers.CmAttr.SIDR_REP,
+            layers.CmSidrRep(request_id=comm_id, status=SIDR_REJECTED, service_id=body.service_id),
+        )
+
+    def _accept(self, src_gid: str, body: Packet, comm_id: int, service: Service) -> Packet:
+        ad = self.adapter
+        size = len(layers.IbsecPrivateData())
+        raw_private = bytes(body.private_data)
+        private = layers.IbsecPrivateData(raw_private[:size])
+        pkey = body.partition_key
+        partition = ad.partition(pkey)
+        if partition is None:
+            raise Refused(f"P_Key {pkey:#06x} not in the P_Key table")
+        if (body.service_id & ~0xFFFFFFFF) != IBSEC_SERVICE_ID or (body.service_id & 0xFF) not in SCOPES:
+            raise Refused(f"unknown service id {body.service_id:#x}")
+        mode, scope = private.secmode, SCOPES[body.service_id & 0xFF]
+        if mode not in range(5) or (partition.mode and not mode):
+            raise Refused(f"security mode {mode} not acceptable in partition {partition.pkey:#06x}")
+        if service is Service.RC:
+            remote_qpn, remote_psn, remote_qkey = body.local_qpn, body.starting_psn, 0
+        else:
+            remote_qpn, remote_qkey, remote_psn = UD_EXTRA.unpack_from(raw_private, size)
+        qp = self._local_qp(service, pkey, mode, scope, (body.service_id >> 8) & 0xFFFFFF)
+        session_key = None
+        if mode and scope is Scope.SESSION:
+            kek = ad.keyring.pairwise_key(_guid(src_gid))
+            owner = self._sk_owner(src_gid, remote_qpn, ad.gid)
+            sk = keys.unwrap_key(kek, bytes(private.wrapped_key), keys.KeyType.SK, owner)
+            ad.store_session_key(qp, comm_id, sk)
+            session_key = sk.material
+        n0 = os.urandom(layers.NONCE_BASE_LEN)
+        security = ad.security_for(qp, src_gid, remote_qpn, session_key, False, (n0, private.n0), remote_psn)
+        mine = layers.IbsecPrivateData(secmode=mode, n0=n0)
+        if service is Service.RC:
+            ad.connected(qp, src_gid, remote_qpn, security)
+            rep = layers.CmRep(
+                local_comm_id=int.from_bytes(os.urandom(4), "big"),
+                remote_comm_id=comm_id,
+                local_qpn=qp.qpn,
+                starting_psn=qp.next_psn & PSN_MASK,
+                local_ca_guid=ad.guid,
+                private_data=mine,
+            )
+            log.info(
+                "accepted RC from %s QP %#x on QP %#x (mode %d, %s)",
+                src_gid,
+                remote_qpn,
+                qp.qpn,
+                mode,
+                scope.value,
+            )
+            return self._mad(layers.CmAttr.REP, rep)
+        peer = ad.add_ud_peer(qp, src_gid, remote_qpn, remote_qkey, security)
+        extra = UD_EXTRA.pack(qp.qpn, qp.qkey, peer.next_psn & PSN_MASK)
+        log.info(
+            "resolved UD for %s QP %#x to QP %#x (mode %d, %s)",
+            src_gid,
+            remote_qpn,
+            qp.qpn,
+            mode,
+            scope.value,
+        )
+        return self._mad(
+            layers.CmAttr.SIDR_REP,
+            layers.CmSidrRep(
+                request_id=comm_id,
+                status=0,
+                qpn=qp.qpn,
+                qkey=qp.qkey,
+                service_id=body.service_id,
+                private_data=(bytes(mine) + extra).ljust(136, b"\0"),
+            ),
+        )
+
+    def _local_qp(self, service: Service, pkey: int, mode: int, scope: Scope, wanted: int) -> QueuePair:
+        """The QP a request lands on: a new one, or for UD an existing QP the requester named."""
+        if service is Service.UD and wanted:
+            qp = self.adapter.qps.get(wanted)
+            if qp is None or qp.service is not Service.UD or qp.mode != mode or qp.scope is not scope:
+                raise Refused(f"QP {wanted:#x} is not a UD QP with mode {mode} and {scope.value} keys")
+            return qp
+        return self.adapter.create_qp(service, pkey, mode, scope)
+
+    @staticmethod
+    def _sk_owner(initiator_gid: str, initiator_qpn: int, target_gid: str) -> tuple[int, int, int]:
+        """Owner ids a session key is wrapped with: who asked, from which QP, and whom."""
+        return (
+            int(ipaddress.IPv6Address(initiator_gid)),
+            initiator_qpn,
+            int(ipaddress.IPv6Address(target_gid)),
+        )
+
+    @staticmethod
+    def _mad(attr: layers.CmAttr, body: Packet) -> Packet:
+        tid = int.from_bytes(os.urandom(8), "big")
+        return (
+            layers.MAD(
+                mgmt_class=layers.MgmtClass.CM,
+                method=layers.Method.SEND,
+                attribute_id=attr,
+                transaction_id=tid,
+            )
+            / body
+        )
+
+
+def _guid(gid: str) -> int:
+    return int(ipaddress.IPv6Address(gid)) & ((1 << 64) - 1)

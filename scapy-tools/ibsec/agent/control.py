@@ -1,0 +1,131 @@
+"""The agent's control socket: JSON lines over a Unix stream socket in the run directory.
+
+Request: one line ``{"cmd": "<name>", ...arguments}``. Reply: zero or more ``{"progress": {...}}`` lines
+(long traffic runs report as they go), then exactly one ``{"ok": true, "result": ...}`` or
+``{"ok": false, "error": "<message>"}``. A connection may carry any number of requests in turn.
+
+The socket file is created mode 0600: whoever can talk to it can connect QPs and write memory.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import socketserver
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, Protocol
+
+log = logging.getLogger("ibsec.agent.control")
+
+Progress = Callable[[dict[str, Any]], None]
+
+
+class CommandError(Exception):
+    """A request the agent refuses (unknown command, bad argument); the message goes back to the client."""
+
+
+class Handler(Protocol):
+    """What the control server dispatches to."""
+
+    def dispatch(self, cmd: str, args: dict[str, Any], progress: Progress) -> Any:
+        """Run one command; raise :class:`CommandError` to refuse it."""
+
+
+class _Connection(socketserver.StreamRequestHandler):
+    server: ControlServer
+
+    def handle(self) -> None:
+        for line in self.rfile:
+            self._reply(self._answer(line))
+
+    def _answer(self, line: bytes) -> dict[str, Any]:
+        try:
+            request = json.loads(line)
+            if not isinstance(request, dict) or not isinstance(request.get("cmd"), str):
+                raise CommandError('a request is a JSON object with a "cmd" string')
+            cmd = request.pop("cmd")
+            result = self.server.handler.dispatch(cmd, request, lambda p: self._reply({"progress": p}))
+            return {"ok": True, "result": result}
+        except (CommandError, ValueError, TypeError, KeyError) as exc:
+            return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+        except Exception as exc:  # the agent must survive any request; the log has the traceback
+            log.exception("control command failed")
+            return {"ok": False, "error": f"internal error: {type(exc).__name__}"}
+
+    def _reply(self, message: dict[str, Any]) -> None:
+        self.wfile.write(json.dumps(message).encode() + b"\n")
+        self.wfile.flush()
+
+
+class ControlServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    """Serves :class:`Handler` on ``path`` in a background thread until :meth:`stop`."""
+
+    daemon_threads = True
+
+    def __init__(self, path: Path, handler: Handler) -> None:
+        path.unlink(missing_ok=True)
+        self.handler = handler
+        self.path = path
+        old = os.umask(0o177)
+        try:
+            super().__init__(str(path), _Connection)
+        finally:
+            os.umask(old)
+        self._thread = threading.Thread(target=self.serve_forever, name="control", daemon=True)
+
+    def start(self) -> None:
+        """Start answering requests."""
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop answering and remove the socket file."""
+        self.shutdown()
+        self.server_close()
+        self.path.unlink(missing_ok=True)
+
+
+class ControlClient:
+    """A connection to an agent's control socket (used by ``ibsec-agentctl``, the tests and the bench)."""
+
+    def __init__(self, path: Path | str, timeout: float | None = 30.0) -> None:
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._sock.settimeout(timeout)
+        self._sock.connect(str(path))
+        self._file = self._sock.makefile("rwb")
+
+    def stream(self, cmd: str, **args: Any) -> Iterator[dict[str, Any]]:
+        """Send one request; yield every reply line, the final one last."""
+        self._file.write(json.dumps({"cmd": cmd, **args}).encode() + b"\n")
+        self._file.flush()
+        while True:
+            line = self._file.readline()
+            if not line:
+                raise ConnectionError("agent closed the control connection")
+            message: dict[str, Any] = json.loads(line)
+            yield message
+            if "progress" not in message:
+                return
+
+    def call(self, cmd: str, **args: Any) -> Any:
+        """Send one request and return its result; raise :class:`CommandError` if the agent refused it."""
+        final: dict[str, Any] = {}
+        for message in self.stream(cmd, **args):
+            final = message
+        if not final.get("ok"):
+            raise CommandError(final.get("error", "no reply"))
+        return final.get("result")
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._file.close()
+        self._sock.close()
+
+    def __enter__(self) -> ControlClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,65 @@
+"""Counters of an agent: every dropped frame is counted under exactly one reason.
+
+The reasons are the ones an operator (and the tests) ask about: a frame that fails a check is never
+delivered to the application, and the counter says which check stopped it.
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+from collections import Counter
+
+
+class Drop(enum.Enum):
+    """Why a received frame was dropped."""
+
+    BAD_PKEY = "bad_pkey"  # P_Key not in the P_Key table (trap 257)
+    BAD_QKEY = "bad_qkey"  # UD Q_Key does not match the QP's (trap 258)
+    MAC_FAILURE = "mac_failure"  # GCM tag / GMAC check failed (or the ICRC in mode 0)
+    REPLAY = "replay"  # duplicate or stale PSN under the replay window
+    MALFORMED = "malformed"  # truncated, unknown opcode, bad lengths, bad MAD
+    BAD_ICRC = "bad_icrc"  # ICRC mismatch (corruption; in mode 0 also any modified frame)
+    BAD_MODE = "bad_mode"  # security mode differs from the QP's (e.g. a downgrade to mode 0)
+    NO_QP = "no_qp"  # destination QP does not exist or is not connected
+    BAD_RKEY = "bad_rkey"  # RDMA WRITE with an unknown R_Key
+    OUT_OF_BOUNDS = "out_of_bounds"  # RDMA WRITE outside its memory region
+    MEMORY_KEY = "memory_key"  # extended memory protection: no proof of the (sub-)region key
+    PSN_SEQUENCE = "psn_sequence"  # RC request ahead of the expected PSN (a frame was lost)
+    BAD_AUTH = "bad_auth"  # MAD from the SM with a missing or invalid authentication trailer
+    INJECTED = "injected"  # dropped on purpose by the fault-injection control command
+
+
+class Counters:
+    """Thread-safe named counters: ``drops`` by :class:`Drop` reason and free-form ``stats``."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._drops: Counter[str] = Counter()
+        self._stats: Counter[str] = Counter()
+
+    def drop(self, reason: Drop) -> None:
+        """Count one frame dropped for ``reason``."""
+        with self._lock:
+            self._drops[reason.value] += 1
+
+    def bump(self, name: str, amount: int = 1) -> None:
+        """Add ``amount`` to the statistic ``name`` (frames sent, bytes delivered, traps, ...)."""
+        with self._lock:
+            self._stats[name] += amount
+
+    def dropped(self, reason: Drop) -> int:
+        """How many frames were dropped for ``reason``."""
+        with self._lock:
+            return self._drops[reason.value]
+
+    def stat(self, name: str) -> int:
+        """The current value of the statistic ``name``."""
+        with self._lock:
+            return self._stats[name]
+
+    def snapshot(self) -> dict[str, dict[str, int]]:
+        """All counters, every drop reason present (zero when none happened)."""
+        with self._lock:
+            drops = {reason.value: self._drops[reason.value] for reason in Drop}
+            return {"drops": drops, "stats": dict(sorted(self._stats.items()))}

@@ -1,0 +1,138 @@
+"""``ibsec-agent``: the host agent process.
+
+Three threads share one :class:`~ibsec.agent.adapter.Adapter`: the receive loop on the raw socket, the
+timer (retransmissions) and the control socket. SIGTERM or SIGINT stops all three, closes the socket and
+removes the control socket file; the log file says so. Keys never reach the log.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from pathlib import Path
+from types import FrameType
+
+from .adapter import Adapter, AgentConfig
+from .commands import Commands
+from .control import ControlServer
+from .rawport import RawPort
+
+log = logging.getLogger("ibsec.agent")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="ibsec-agent",
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--name", required=True, help="host name, used in log lines and file names")
+    parser.add_argument("--iface", required=True, help="the host's interface (raw socket)")
+    parser.add_argument("--run-dir", type=Path, default=Path("."), help="run directory (DESIGN section 10)")
+    parser.add_argument("--log", type=Path, help="log file (default RUN_DIR/logs/NAME.log)")
+    parser.add_argument("--control", type=Path, help="control socket (default RUN_DIR/NAME.sock)")
+    parser.add_argument("--subnet", type=lambda s: int(s, 0), default=1, help="16-bit subnet id of the GID")
+    parser.add_argument("--lid", type=lambda s: int(s, 0), default=1, help="the port's LID")
+    parser.add_argument("--pkeys", type=Path, help="P_Key table file (JSON) when no SM sets it")
+    parser.add_argument("--keys", type=Path, help="provisioning key file (mode 0600, ibsec.keys format)")
+    parser.add_argument("--sm-gid", help="GID of the SM: traps go there, vendor MADs come from there")
+    parser.add_argument("--trap-window", type=float, default=10.0, help="trap suppression window, seconds")
+    parser.add_argument(
+        "--mac-failure-threshold",
+        type=int,
+        default=16,
+        help="consecutive MAC failures on a QP that raise a security trap",
+    )
+    parser.add_argument(
+        "--retire-after",
+        type=int,
+        default=1 << 20,
+        help="consecutive MAC failures after which the QP's key is retired",
+    )
+    parser.add_argument("--ack-timeout", type=float, default=0.05, help="RC retransmission timeout, seconds")
+    parser.add_argument("--retries", type=int, default=7, help="RC retransmissions before the QP errors")
+    parser.add_argument("--skc-bytes", type=int, default=16384, help="session key cache size in bytes")
+    return parser.parse_args(argv)
+
+
+def setup_logging(path: Path, name: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter(f"%(asctime)s {name} %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+
+
+def config_from(args: argparse.Namespace, mac: bytes) -> AgentConfig:
+    return AgentConfig(
+        name=args.name,
+        mac=mac,
+        subnet=args.subnet,
+        lid=args.lid,
+        pkey_file=args.pkeys,
+        key_file=args.keys,
+        sm_gid=args.sm_gid,
+        trap_window=args.trap_window,
+        mac_failure_threshold=args.mac_failure_threshold,
+        retire_after=args.retire_after,
+        ack_timeout=args.ack_timeout,
+        retries=args.retries,
+        skc_bytes=args.skc_bytes,
+    )
+
+
+def receive_loop(port: RawPort, adapter: Adapter, stop: threading.Event) -> None:
+    """Feed every frame from the wire to the adapter; the adapter survives any frame (it counts it)."""
+    while not stop.is_set():
+        frame = port.recv()
+        if frame is not None:
+            adapter.receive(frame)
+
+
+def timer_loop(adapter: Adapter, stop: threading.Event, period: float) -> None:
+    while not stop.wait(period):
+        adapter.tick()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    setup_logging(args.log or args.run_dir / "logs" / f"{args.name}.log", args.name)
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        log.info("signal %s: stopping", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    port = RawPort(args.iface)
+    adapter = Adapter(config_from(args, port.mac), port.send)
+    control = ControlServer(args.control or args.run_dir / f"{args.name}.sock", Commands(adapter))
+    threads = [
+        threading.Thread(target=receive_loop, args=(port, adapter, stop), name="receive", daemon=True),
+        threading.Thread(
+            target=timer_loop, args=(adapter, stop, args.ack_timeout / 4), name="timer", daemon=True
+        ),
+    ]
+    for thread in threads:
+        thread.start()
+    control.start()
+    log.info("agent %s up on %s: GID %s LID %d", args.name, args.iface, adapter.gid, args.lid)
+    try:
+        while not stop.wait(0.5):
+            pass
+    finally:
+        control.stop()
+        for thread in threads:
+            thread.join(timeout=2)
+        port.close()
+        log.info("agent %s stopped: %s", args.name, adapter.counters.snapshot())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,228 @@
+"""QP1: management datagrams to and from this port (DESIGN section 4).
+
+In: CM MADs go to :mod:`.cm`; the SM's vendor MADs (key distribution, P_Key table) are accepted only with
+a valid authentication trailer under this CA's key CA_SK and a TransactionID newer than the last one
+(``ibsec.mad_auth``), and are answered with an authenticated GetResp (key bytes zeroed).
+Out: traps 257 / 258 and the security trap, authenticated under CA_SK, addressed to the SM's GID, at most
+one per suppression window per (source, key) (:class:`.traps.RateLimiter`).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from scapy.layers.l2 import Ether
+from scapy.packet import Packet
+
+from ibsec import icrc, keys, layers, mad_auth
+
+from .counters import Drop
+from .qp import Partition, QueuePair
+
+if TYPE_CHECKING:
+    from .adapter import Adapter
+    from .frames import View
+
+log = logging.getLogger("ibsec.agent.mads")
+
+RECEIVING_PORT = 1  # the agent drives one port
+
+
+class ManagementAgent:
+    """Receives MADs on QP1 and sends this port's traps."""
+
+    def __init__(self, adapter: Adapter) -> None:
+        self.adapter = adapter
+        self._tid_guard = mad_auth.TidReplayGuard()
+        self._last_tid = 0
+        self._lock = threading.Lock()
+        self.sm_gid = adapter.config.sm_gid and str(ipaddress.IPv6Address(adapter.config.sm_gid))
+
+    # ------------------------------------------------------------------ receiving
+
+    def receive(self, view: View) -> None:
+        """A frame for QP1: Q_Key, ICRC, then by management class."""
+        ad = self.adapter
+        if view.deth is None or view.deth[0] != layers.GSI_QKEY:
+            ad.counters.drop(Drop.BAD_QKEY)
+            self.trap_bad_qkey(view)
+            return
+        if view.mode != 0:
+            ad.counters.drop(Drop.BAD_MODE)
+            return
+        if not icrc.verify(view.data):
+            ad.counters.drop(Drop.BAD_ICRC)
+            return
+        mad = Ether(view.data).getlayer(layers.MAD)
+        if mad is None:
+            ad.counters.drop(Drop.MALFORMED)
+            return
+        ad.counters.bump("rx_mads")
+        if mad.mgmt_class == layers.MgmtClass.CM:
+            ad.cm.receive(view, mad)
+        elif mad.mgmt_class == layers.MgmtClass.IBSEC_VENDOR and mad.r == 0:
+            self._vendor(view, mad)
+        else:
+            ad.counters.bump("rx_mads_ignored")
+
+    def _vendor(self, view: View, mad: Packet) -> None:
+        """Key distribution or P_Key table from the SM: authenticated, fresh, then applied and answered."""
+        ad = self.adapter
+        sender = str(ipaddress.IPv6Address(view.src_gid))
+        ca_sk = ad.keyring.ca_sk
+        if ca_sk is None or (self.sm_gid is not None and sender != self.sm_gid):
+            ad.counters.drop(Drop.BAD_AUTH)
+            return
+        try:
+            mad_auth.verify_packet(ca_sk.material, Ether(view.data))
+            self._tid_guard.accept(view.src_gid, mad.transaction_id)
+        except mad_auth.MadReplayError:
+            ad.counters.drop(Drop.REPLAY)
+            return
+        except mad_auth.MadAuthError:
+            ad.counters.drop(Drop.BAD_AUTH)
+            return
+        body = mad.payload
+        status = int(layers.MadStatus.OK)
+        if isinstance(body, layers.KeyDistribution):
+            status = self._take_key(body, ca_sk)
+            body.wrapped_key = bytes(keys.WRAPPED_KEY_LEN)
+        elif isinstance(body, layers.PKeyTable):
+            self._take_pkeys(body)
+        else:
+            status = int(layers.MadStatus.UNSUPPORTED_METHOD_ATTR)
+        response = (
+            layers.MAD(
+                mgmt_class=mad.mgmt_class,
+                method=layers.Method.GET,
+                r=1,
+                status=status,
+                transaction_id=mad.transaction_id,
+                attribute_id=mad.attribute_id,
+                attribute_modifier=mad.attribute_modifier,
+            )
+            / body.copy()
+        )
+        self._send_authenticated(sender, bytes(response)[: layers.MAD_LEN], ca_sk)
+
+    def _take_key(self, body: Packet, ca_sk: keys.Key) -> int:
+        try:
+            key = keys.unwrap_key(
+                ca_sk, bytes(body.wrapped_key), keys.KeyType(body.key_type), [int(o) for o in body.owners]
+            )
+        except (keys.IbsecKeyError, ValueError):
+            self.adapter.counters.bump("keys_refused")
+            return int(layers.MadStatus.KEY_REJECTED)
+        self.adapter.keyring.add(key)
+        self.adapter.counters.bump("keys_received")
+        log.info("key received from the SM: %r", key)
+        return int(layers.MadStatus.OK)
+
+    def _take_pkeys(self, body: Packet) -> None:
+        """The SM's P_Key table; security settings of partitions already known are kept."""
+        table = []
+        for pkey in (int(pk) for pk in body.pkeys if pk & 0x7FFF):
+            known = self.adapter.partition(pkey)
+            table.append(Partition(pkey, known.mode, known.scope) if known else Partition(pkey))
+        self.adapter.set_partitions(table)
+
+    # ------------------------------------------------------------------ traps
+
+    def trap_bad_pkey(self, view: View) -> None:
+        """Trap 257 for a packet whose P_Key is not in our table."""
+        self._bad_key_trap(view, layers.TRAP_BAD_PKEY, view.pkey)
+
+    def trap_bad_qkey(self, view: View) -> None:
+        """Trap 258 for a UD packet whose Q_Key is not the QP's."""
+        self._bad_key_trap(view, layers.TRAP_BAD_QKEY, view.deth[0] if view.deth else 0)
+
+    def _bad_key_trap(self, view: View, number: int, key: int) -> None:
+        src = str(ipaddress.IPv6Address(view.src_gid))
+        if not self.adapter.trap_limiter.allow((number, src, key)):
+            self.adapter.counters.bump("traps_suppressed")
+            return
+        details = layers.Ntc257258(
+            lid1=0,
+            lid2=self.adapter.config.lid,
+            key=key,
+            qp1=view.deth[1] if view.deth else 0,
+            qp2=view.dqpn,
+            gid1=src,
+            gid2=self.adapter.gid,
+        )
+        notice = layers.Notice(
+            is_generic=1,
+            type=layers.NoticeType.SECURITY,
+            producer_type=layers.PRODUCER_CA,
+            trap_number=number,
+            issuer_lid=self.adapter.config.lid,
+            data_details=details,
+            issuer_gid=self.adapter.gid,
+            recv_port=RECEIVING_PORT,
+            mf=view.mf,
+        )
+        self._send_trap(notice, f"trap {number}")
+
+    def security_trap(self, qp: QueuePair, view: View, streak: int) -> None:
+        """The vendor security trap: ``streak`` consecutive MAC failures on ``qp``."""
+        src = str(ipaddress.IPv6Address(view.src_gid))
+        if not self.adapter.trap_limiter.allow(("security", src, qp.qpn)):
+            self.adapter.counters.bump("traps_suppressed")
+            return
+        details = layers.SecurityTrapDetails(
+            lid=self.adapter.config.lid,
+            qp=qp.qpn,
+            mac_failures=streak,
+            replays=self.adapter.counters.dropped(Drop.REPLAY) & 0xFFFFFFFF,
+            pkey=qp.partition.pkey,
+            secmode=qp.mode,
+            key_retired=int(bool(qp.security and qp.security.retired)),
+            peer_gid=src,
+            peer_qp=view.deth[1] if view.deth else (qp.remote_qpn or 0),
+        )
+        notice = layers.Notice(
+            is_generic=0,
+            type=layers.NoticeType.SECURITY,
+            vendor_id=layers.IBSEC_VENDOR_ID,
+            device_id=layers.IBSEC_TRAP_SECURITY,
+            issuer_lid=self.adapter.config.lid,
+            data_details=details,
+            issuer_gid=self.adapter.gid,
+            recv_port=RECEIVING_PORT,
+            mf=view.mf,
+        )
+        self._send_trap(notice, "security trap")
+
+    def _send_trap(self, notice: Packet, what: str) -> None:
+        ad = self.adapter
+        if self.sm_gid is None or ad.keyring.ca_sk is None:
+            ad.counters.bump("traps_unsent")
+            log.warning("%s not sent: %s", what, "no SM GID" if self.sm_gid is None else "no CA key")
+            return
+        mad = (
+            layers.MAD(
+                mgmt_class=layers.MgmtClass.SUBN_LID,
+                method=layers.Method.TRAP,
+                attribute_id=layers.ATTR_NOTICE,
+                transaction_id=self._next_tid(),
+            )
+            / layers.SMP()
+            / notice
+        )
+        self._send_authenticated(self.sm_gid, bytes(mad)[: layers.MAD_LEN], ad.keyring.ca_sk)
+        ad.counters.bump("traps_sent")
+        log.info("%s sent to the SM", what)
+
+    def _send_authenticated(self, dst_gid: str, mad: bytes, key: keys.Key) -> None:
+        payload = mad_auth.seal(key.material, mad, self.adapter.gid)
+        self.adapter.transmit(self.adapter.builder.mad_frame(dst_gid, 0xFFFF, payload))
+
+    def _next_tid(self) -> int:
+        """Strictly increasing TransactionIDs, also across restarts (the SM keeps the last per sender)."""
+        with self._lock:
+            self._last_tid = max(self._last_tid + 1, time.time_ns() & ((1 << 64) - 1))
+            return self._last_tid

@@ -1,0 +1,147 @@
+"""Registered memory regions: R_Key and bounds checks, and sRDMA's extended memory protection.
+
+A region is a bytearray at a virtual address the agent chooses, reachable by RDMA WRITE with its R_Key.
+A region registered with extended memory protection (seed 002 section 4.6) additionally has a memory key
+K_MR = PRF_K_PD(start || end || R_Key) at the root of a binary one-way function tree (``ibsec.keys``):
+a write is accepted only when its MAC was computed under a key bound to the region's key or to one of its
+sub-regions' keys (see :func:`proof_key`), so a captured R_Key alone writes nothing, and a host holding a
+delegated sub-region key writes that sub-region and nothing else, without the target being asked.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from ibsec import keys
+
+REGION_BASE = 0x7F00_0000_0000
+REGION_ALIGN = 1 << 32  # one 4 GiB slot per region: simple, and every region start is tree-aligned
+
+
+class RegionError(Exception):
+    """A registration the agent refuses (bad size, depth out of range)."""
+
+
+@dataclass
+class Region:
+    """One registered region; ``tree`` and ``key`` are set when extended memory protection is on."""
+
+    addr: int
+    r_key: int
+    buffer: bytearray
+    tree: keys.MemoryRegion | None = None
+    key: keys.Key | None = field(default=None, repr=False)
+
+    @property
+    def length(self) -> int:
+        return len(self.buffer)
+
+    def contains(self, va: int, length: int) -> bool:
+        """Is [va, va + length) inside the region (a zero-length write at its end included)?"""
+        return self.addr <= va and va + length <= self.addr + self.length and length >= 0
+
+    def write(self, va: int, data: bytes) -> None:
+        """Copy ``data`` to ``va``; the caller checked :meth:`contains`."""
+        offset = va - self.addr
+        self.buffer[offset : offset + len(data)] = data
+
+    def read(self, va: int, length: int) -> bytes:
+        offset = va - self.addr
+        return bytes(self.buffer[offset : offset + length])
+
+    def candidate_nodes(self, va: int, length: int) -> Iterator[tuple[int, int]]:
+        """Tree nodes (start, length) that contain the write, from the whole region down to the depth limit.
+
+        Exactly one node per level contains a given range, so a receiver needs at most depth + 1 tries.
+        """
+        assert self.tree is not None
+        for depth in range(self.tree.max_depth + 1):
+            node_len = self.length >> depth
+            node_start = self.addr + (va - self.addr) // node_len * node_len
+            if va + length > node_start + node_len:
+                return
+            yield node_start, node_len
+
+
+def proof_key(connection_key: bytes, memory_key: bytes) -> bytes:
+    """The key a write to an extended-protection region is sealed under: PRF_K(A,B)(K_SR).
+
+    sRDMA overwrites the header MAC with MAC_K(A,B)(K_SR || mac_hdr); we get the same property (the MAC
+    proves both the connection key and the memory key, and reuses the packet's nonce) by sealing the packet
+    under a key derived from both, so the ordinary transport seal/open does all the work.
+    """
+    proof = keys.prf(connection_key, b"ibsec ext-mem" + memory_key)
+    return proof if len(connection_key) == len(proof) else proof + keys.prf(connection_key, proof)
+
+
+class MemoryTable:
+    """The agent's regions by R_Key, and its protection-domain key K_PD for memory keys."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._regions: dict[int, Region] = {}
+        self._pd_key = keys.Key.generate(keys.KeyType.MEMORY, ())
+        self._next_slot = 0
+
+    def register(self, length: int, ext_depth: int | None = None) -> Region:
+        """A new zeroed region of ``length`` bytes; ``ext_depth`` turns on extended memory protection.
+
+        Extended protection needs a power-of-two length (the tree halves it per level); ``ext_depth`` is
+        the delegation depth limit (0: only the whole region's key).
+        """
+        if not 0 < length <= 1 << 30:
+            raise RegionError(f"region length must be 1 .. 2^30 bytes, got {length}")
+        with self._lock:
+            addr = REGION_BASE + self._next_slot * REGION_ALIGN
+            self._next_slot += 1
+            r_key = self._fresh_rkey()
+            region = Region(addr, r_key, bytearray(length))
+            if ext_depth is not None:
+                try:
+                    region.tree = keys.MemoryRegion(addr, length, r_key, ext_depth)
+                except keys.MemoryKeyError as exc:
+                    raise RegionError(str(exc)) from None
+                region.key = keys.memory_region_key(self._pd_key, region.tree)
+            self._regions[r_key] = region
+            return region
+
+    def _fresh_rkey(self) -> int:
+        while True:
+            r_key = int.from_bytes(os.urandom(4), "big")
+            if r_key and r_key not in self._regions:
+                return r_key
+
+    def lookup(self, r_key: int) -> Region | None:
+        with self._lock:
+            return self._regions.get(r_key)
+
+    def deregister(self, r_key: int) -> bool:
+        with self._lock:
+            return self._regions.pop(r_key, None) is not None
+
+    def delegate(self, r_key: int, start: int, length: int) -> keys.Key:
+        """The key of sub-region [start, start + length) of an extended-protection region (for delegation)."""
+        region = self.lookup(r_key)
+        if region is None or region.tree is None or region.key is None:
+            raise RegionError(f"no region with extended memory protection has R_Key {r_key:#x}")
+        try:
+            return keys.derive_subregion_key(region.key, region.tree, start, length)
+        except keys.MemoryKeyError as exc:
+            raise RegionError(str(exc)) from None
+
+    def describe(self) -> list[dict[str, int | bool]]:
+        """What the control socket lists: address, length, R_Key, protection; never the keys."""
+        with self._lock:
+            return [
+                {
+                    "addr": r.addr,
+                    "length": r.length,
+                    "rkey": r.r_key,
+                    "ext_mem": r.tree is not None,
+                    "ext_depth": r.tree.max_depth if r.tree else 0,
+                }
+                for r in self._regions.values()
+            ]

@@ -1,0 +1,241 @@
+"""Test fabric: hosts in network namespaces joined by veths (no switch), agents as subprocesses.
+
+Two hosts share one veth pair; three or more hang off a Linux bridge in a namespace of its own, which
+stands in for the cable, not for a P4 switch. Every name carries the test process id and a counter, so
+parallel and repeated runs never collide, and :meth:`Fabric.close` stops every process by pid and deletes
+every namespace (which deletes its veths) whatever happened in the test.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ibsec import addressing
+from ibsec.agent.control import ControlClient
+
+SUBNET = 0x0001
+CLONE_NEWNET = 0x40000000
+MTU = 9000
+_serial = itertools.count()
+
+
+def sh(*args: str) -> str:
+    """Run a command, fail loudly with its stderr."""
+    done = subprocess.run(args, capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"{' '.join(args)}: {done.stderr.strip()}")
+    return done.stdout
+
+
+def in_netns(ns: str, make: Callable[[], Any]) -> Any:
+    """Call ``make`` in a thread that entered namespace ``ns``: sockets it creates stay in ``ns``."""
+    result: list[Any] = []
+    errors: list[BaseException] = []
+
+    def enter_and_make() -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fd = os.open(f"/run/netns/{ns}", os.O_RDONLY)
+        try:
+            if libc.setns(fd, CLONE_NEWNET) != 0:
+                raise OSError(ctypes.get_errno(), f"setns {ns}")
+            result.append(make())
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            os.close(fd)
+
+    thread = threading.Thread(target=enter_and_make)
+    thread.start()
+    thread.join()
+    if errors:
+        raise errors[0]
+    return result[0]
+
+
+@dataclass
+class Host:
+    """One host: its namespace, interface and the addresses our conventions give host ``index``."""
+
+    index: int
+    ns: str
+    iface: str
+
+    @property
+    def mac(self) -> str:
+        return addressing.host_mac(self.index)
+
+    @property
+    def gid(self) -> str:
+        return addressing.host_gid(self.index, SUBNET)
+
+    @property
+    def lid(self) -> int:
+        return addressing.host_lid(self.index)
+
+    def raw_socket(self) -> socket.socket:
+        """An AF_PACKET socket on this host's interface (sniff or inject as an attacker on the link)."""
+
+        def make() -> socket.socket:
+            sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
+            sock.bind((self.iface, 0))
+            return sock
+
+        sock: socket.socket = in_netns(self.ns, make)
+        return sock
+
+
+@dataclass
+class Agent:
+    """A running agent process and where to reach it."""
+
+    host: Host
+    process: subprocess.Popen[bytes]
+    control_path: Path
+    log_path: Path
+
+    def client(self, timeout: float = 30.0) -> ControlClient:
+        return ControlClient(self.control_path, timeout=timeout)
+
+    def call(self, cmd: str, **args: Any) -> Any:
+        with self.client() as client:
+            return client.call(cmd, **args)
+
+    def counters(self) -> dict[str, dict[str, int]]:
+        result: dict[str, dict[str, int]] = self.call("counters")
+        return result
+
+
+@dataclass
+class Fabric:
+    """Hosts, their agents and every other process a test starts; :meth:`close` removes all of it."""
+
+    run_dir: Path
+    hosts: list[Host] = field(default_factory=list)
+    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    namespaces: list[str] = field(default_factory=list)
+
+    @classmethod
+    def create(cls, run_dir: Path, n_hosts: int) -> Fabric:
+        fabric = cls(run_dir)
+        try:
+            fabric._build(n_hosts)
+        except BaseException:
+            fabric.close()
+            raise
+        return fabric
+
+    def _build(self, n_hosts: int) -> None:
+        tag = f"{os.getpid() % 100000:05d}{next(_serial) % 100:02d}"
+        for i in range(n_hosts):
+            self.hosts.append(Host(i, self._namespace(f"ibsec-{tag}-h{i}"), f"i{tag}h{i}"))
+        if n_hosts == 2:
+            a, b = self.hosts
+            sh("ip", "link", "add", a.iface, "netns", a.ns, "type", "veth", "peer", b.iface, "netns", b.ns)
+        else:
+            bridge = self._namespace(f"ibsec-{tag}-br")
+            sh("ip", "-n", bridge, "link", "add", "br0", "type", "bridge")
+            sh("ip", "-n", bridge, "link", "set", "br0", "up")
+            for host in self.hosts:
+                port = f"i{tag}b{host.index}"
+                sh(
+                    "ip",
+                    "link",
+                    "add",
+                    host.iface,
+                    "netns",
+                    host.ns,
+                    "type",
+                    "veth",
+                    "peer",
+                    port,
+                    "netns",
+                    bridge,
+                )
+                sh("ip", "-n", bridge, "link", "set", port, "mtu", str(MTU), "master", "br0", "up")
+        for host in self.hosts:
+            sh("ip", "netns", "exec", host.ns, "sysctl", "-qw", f"net.ipv6.conf.{host.iface}.disable_ipv6=1")
+            sh("ip", "-n", host.ns, "link", "set", host.iface, "address", host.mac, "mtu", str(MTU), "up")
+
+    def _namespace(self, name: str) -> str:
+        sh("ip", "netns", "add", name)
+        self.namespaces.append(name)
+        return name
+
+    def spawn(self, host: Host, argv: list[str], log_name: str) -> subprocess.Popen[bytes]:
+        """Start ``argv`` inside ``host``'s namespace; its output goes to ``log_name`` in the run dir."""
+        with open(self.run_dir / log_name, "wb") as out:
+            process = subprocess.Popen(
+                ["ip", "netns", "exec", host.ns, *argv], stdout=out, stderr=subprocess.STDOUT
+            )
+        self.processes.append(process)
+        return process
+
+    def run(self, host: Host, argv: list[str], timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+        """Run a short command (an attack tool) in ``host``'s namespace and return its output."""
+        return subprocess.run(
+            ["ip", "netns", "exec", host.ns, *argv], capture_output=True, text=True, timeout=timeout
+        )
+
+    def start_agent(self, host: Host, *extra: str) -> Agent:
+        """Start ``ibsec-agent`` on ``host`` and wait until its control socket answers."""
+        name = f"h{host.index}"
+        control = self.run_dir / f"{name}.sock"
+        log_path = self.run_dir / "logs" / f"{name}.log"
+        argv = [
+            sys.executable,
+            "-m",
+            "ibsec.agent.daemon",
+            "--name",
+            name,
+            "--iface",
+            host.iface,
+            "--subnet",
+            str(SUBNET),
+            "--lid",
+            str(host.lid),
+            "--run-dir",
+            str(self.run_dir),
+            *extra,
+        ]
+        process = self.spawn(host, argv, f"{name}.out")
+        agent = Agent(host, process, control, log_path)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise RuntimeError(
+                    f"agent {name} exited with {process.returncode}: "
+                    f"{(self.run_dir / f'{name}.out').read_text()}"
+                )
+            try:
+                agent.call("ping")
+                return agent
+            except OSError:
+                time.sleep(0.05)
+        raise TimeoutError(f"agent {name} did not answer on {control}")
+
+    def close(self) -> None:
+        """Stop every process (SIGTERM, then SIGKILL) by pid and delete every namespace."""
+        for process in self.processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in self.processes:
+            try:
+                process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        for ns in reversed(self.namespaces):
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        self.namespaces.clear()
