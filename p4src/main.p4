@@ -59,7 +59,7 @@ control IbsecIngress(inout headers_t hdr,
     // Frames the parser could not finish, by error (PARSER_ERROR_* in defines.p4). Read by tests and the SM.
     counter(PARSER_ERRORS, CounterType.packets) parser_errors;
 
-    PacketOutControl() packet_out;
+    PacketOutControl() sm_packet_out;
     PortRolesControl() port_roles;
     PartitionControl() partition;
     SmPuntControl() sm_punt;
@@ -88,7 +88,7 @@ control IbsecIngress(inout headers_t hdr,
         } else if (standard_metadata.parser_error != error.NoError) {
             count_parser_error(PARSER_ERROR_OTHER);
         } else if (hdr.packet_out.isValid()) {
-            packet_out.apply(hdr, meta, standard_metadata);
+            sm_packet_out.apply(hdr, meta, standard_metadata);
         } else {
             port_roles.apply(hdr, meta, standard_metadata);
             if (hdr.bth.isValid()) {
