@@ -42,12 +42,14 @@ def crc32(data: bytes) -> int:
 
 def csum16(data: bytes) -> int:
     """Internet checksum (RFC 1071): ones' complement of the ones' complement sum of 16-bit words;
-    an odd trailing byte is padded with zero, as BMv2 does."""
+    an odd trailing byte is padded with zero, as BMv2 does. Computed as the data's value modulo
+    0xFFFF (2^16 = 1 mod 0xFFFF), which is the end-around-carry sum without a per-word loop."""
     if len(data) & 1:
         data += b"\0"
-    total = sum(int.from_bytes(data[i : i + 2], "big") for i in range(0, len(data), 2))
-    while total >> 16:
-        total = (total & 0xFFFF) + (total >> 16)
+    value = int.from_bytes(data, "big")
+    total = value % 0xFFFF
+    if total == 0 and value:
+        total = 0xFFFF  # a non-zero ones' complement sum is never +0
     return ~total & 0xFFFF
 
 

@@ -175,39 +175,50 @@ class V1Switch(Switch):
         self.new_meta = g[f"S_{ident(pipeline['metadata_type'])}"]
         self.new_sm = g["S_standard_metadata_t"]
         self.run_parser = g["RUN_parser"]
-        self.run_verify = g["RUN_verify_checksum"]
         self.run_ingress = g["RUN_ingress"]
         self.run_egress = g["RUN_egress"]
-        self.run_compute = g["RUN_compute_checksum"]
-        self.run_deparser = g["RUN_deparser"]
+        self.run_deparse = g["RUN_deparse"]
 
     def _drivers(self, pipeline: Json) -> str:
-        """Small functions calling each block with (packet, headers, meta, standard_metadata) in the
-        block's own parameter order."""
+        """The four phases the engine calls per packet (parser; verify checksum + ingress; egress;
+        compute checksum + deparser), each calling its blocks with (packet, headers, meta,
+        standard_metadata) in the block's own parameter order and skipping empty controls."""
         blocks = {b["name"]: b for b in self.ir["parsers"] + self.ir["controls"]}
         roles = {pipeline["headers_type"]: "H", pipeline["metadata_type"]: "M", "standard_metadata_t": "SM"}
+        phases = {
+            "parser": ["parser"],
+            "ingress": ["verify_checksum", "ingress"],
+            "egress": ["egress"],
+            "deparse": ["compute_checksum", "deparser"],
+        }
         lines = []
-        for role in ("parser", "verify_checksum", "ingress", "egress", "compute_checksum", "deparser"):
-            name = pipeline[role]
-            blk = blocks.get(name)
-            if blk is None:
-                raise ProgramError(f"pipeline block {name} not found")
-            args = []
-            for p in blk["params"]:
-                t = p["type"]
-                if t["k"] in ("packet_in", "packet_out"):
-                    args.append("pk")
-                elif t["k"] == "struct" and t["name"] in roles:
-                    args.append(roles[t["name"]])
-                else:
-                    raise ProgramError(
-                        f"{blk.get('src', name)}: parameter {p['name']} of {name} is not a "
-                        "v1model pipeline parameter"
-                    )
-            prefix = "PARSER" if role == "parser" else "CONTROL"
-            lines.append(f"def RUN_{role}(pk, H, M, SM):")
-            lines.append(f"    return {prefix}_{ident(name)}({', '.join(args)})")
+        for phase, members in phases.items():
+            lines.append(f"def RUN_{phase}(pk, H, M, SM):")
+            calls = [self._block_call(blocks, pipeline[role], role, roles) for role in members]
+            lines += [f"    {'return ' if phase == 'parser' else ''}{call}" for call in calls if call]
+            lines.append("    pass")
         return "\n".join(lines) + "\n"
+
+    def _block_call(self, blocks: dict[str, Json], name: str, role: str, roles: dict[str, str]) -> str:
+        blk = blocks.get(name)
+        if blk is None:
+            raise ProgramError(f"pipeline block {name} not found")
+        if role != "parser" and not blk.get("body"):
+            return ""
+        args = []
+        for p in blk["params"]:
+            t = p["type"]
+            if t["k"] in ("packet_in", "packet_out"):
+                args.append("pk")
+            elif t["k"] == "struct" and t["name"] in roles:
+                args.append(roles[t["name"]])
+            else:
+                raise ProgramError(
+                    f"{blk.get('src', name)}: parameter {p['name']} of {name} is not a v1model "
+                    "pipeline parameter"
+                )
+        prefix = "PARSER" if role == "parser" else "CONTROL"
+        return f"{prefix}_{ident(name)}({', '.join(args)})"
 
     def _make_externs(self, gen: Codegen) -> None:
         self.counters: dict[str, Counter] = {}
@@ -401,7 +412,6 @@ class V1Switch(Switch):
             self._trace("packet in: port %d, %d bytes", port, len(frame))
         h, m, sm, payload = self._parse(port, frame)
         x.payload = payload
-        self.run_verify(None, h, m, sm)
         self.run_ingress(None, h, m, sm)
         out: list[tuple[int, bytes]] = []
         req = x.clone_req
@@ -515,9 +525,8 @@ class V1Switch(Switch):
                 self._trace("egress: dropped (mark_to_drop in egress)")
             return
         x.payload = payload
-        self.run_compute(None, h, m, sm)
         pk = PacketCtx(b"")
-        self.run_deparser(pk, h, m, sm)
+        self.run_deparse(pk, h, m, sm)
         pk.out.append(payload)
         data = b"".join(pk.out)
         if truncate:
