@@ -55,6 +55,7 @@ class Ctx:
     locals: list[IR] = field(default_factory=list)
     sink: list[IR] | None = None  # where hoisted locals go (an action's locals while lowering it)
     params: list[IR] = field(default_factory=list)
+    prefix: str = ""  # control-plane name prefix: the block, or the instance path of an inlined sub-control
 
 
 def kids(tree: Node) -> list[Any]:
@@ -415,7 +416,7 @@ class Elaborator:
         name = self.name(head.children[1])
         if kids(head)[2:] and isinstance(head.children[2], Tree) and head.children[2].data == "type_params":
             raise unsupported(self.pos(head), f"generic {kind} declaration")
-        ctx = Ctx(name, kind, [self.globals, {}])
+        ctx = Ctx(name, kind, [self.globals, {}], prefix=name)
         for p in kids(head.children[3]):
             pname = self.name(p.children[3])
             t = self.resolve_type(p.children[2])
@@ -529,20 +530,25 @@ class Elaborator:
             scope[name] = Sym(
                 "action",
                 tree=node,
-                ir=self.fq(ctx.block, name, self.annos(node.children[0])),
+                ir=self.fq(ctx.prefix, name, self.annos(node.children[0])),
                 control=ctx.block,
             )
             return []
         if node.data == "table_decl":
             name = self.name(node.children[1])
-            fq = self.fq(ctx.block, name, self.annos(node.children[0]))
+            fq = self.fq(ctx.prefix, name, self.annos(node.children[0]))
             scope[name] = Sym("table", ir=fq, control=ctx.block)
             self.lower_table(node, fq, ctx)
             return []
         if node.data == "instantiation":
             name = self.name(node.children[3])
-            fq = self.fq(ctx.block, name, self.annos(node.children[0]))
+            fq = self.fq(ctx.prefix, name, self.annos(node.children[0]))
             t = self.resolve_type(node.children[1])
+            if t.k == "block":
+                if kids(node.children[2]):
+                    raise unsupported(self.pos(node), "constructor arguments of a control")
+                scope[name] = Sym("subcontrol", t, fq, tree=self.types[t.name][1])
+                return []
             scope[name] = Sym("inst", t, fq)
             self.instantiate(t, kids(node.children[2]), fq, node, ctx, self.annos(node.children[0]))
             return []
@@ -864,7 +870,8 @@ class Elaborator:
             t = self.resolve_type(p.children[2])
             if not t.is_bits and t.k != "bool":
                 raise unsupported(self.pos(p), f"action parameter of type {t}")
-            var = self.fresh(actx, pname)
+            var = pname  # action data params keep their P4Info name; they shadow control variables
+            actx.used.add(var)
             act["params"].append({"name": pname, "var": var, "type": t.json()})
             actx.scopes[-1][pname] = Sym("var", t, var)
         act["body"] = self.block(tree.children[3], actx, new_scope=False)
@@ -919,6 +926,45 @@ class Elaborator:
         out.extend(self.block(tree.children[3], ctx, new_scope=False))
         ctx.scopes = saved_scopes
         return out + copy_out
+
+    def inline_control(self, sym: Sym, args: list[Value], nodes: list[Node], pos: Pos, ctx: Ctx) -> list[IR]:
+        """`sub.apply(hdr, meta, sm)`: the sub-control's declarations and body, lowered into this block.
+
+        Its tables, actions and externs are named by the instance path (as p4c does:
+        "Ingress.sub.table"); lvalue arguments are passed by alias, other `in` arguments by a fresh local.
+        """
+        tree = sym.tree
+        assert tree is not None
+        if tree.data != "control_decl":
+            raise unsupported(pos, "applying a parser instance")
+        if sym.value is not None:
+            raise unsupported(pos, f"applying control instance {sym.ir} twice")
+        sym.value = Value({}, VOID)
+        if any(isinstance(n, Tree) and n.data == "return_stmt" for n in tree.iter_subtrees()):
+            raise unsupported(pos, "return inside an applied sub-control")
+        params = kids(tree.children[0].children[3])
+        self.arity(args, len(params), pos, f"{sym.ir}.apply")
+        scope: dict[str, Sym] = {}
+        out: list[IR] = []
+        for p, a, node in zip(params, args, nodes, strict=True):
+            t = self.resolve_type(p.children[2])
+            pname = self.name(p.children[3])
+            if a.lv and a.t == t:
+                scope[pname] = Sym("alias", t, value=a)
+                continue
+            if p.children[1].data in ("dir_out", "dir_inout"):
+                raise type_error(self.pos(node), f"argument for {pname} must be an lvalue of type {t}")
+            var = self.add_local(ctx, pname, t)
+            scope[pname] = Sym("var", t, var)
+            lhs = {"op": "var", "name": var, "type": t.json()}
+            out.append({"s": "assign", "lhs": lhs, "rhs": self.coerce(a, t, node).ir, "src": str(pos)})
+        saved = ctx.scopes, ctx.prefix
+        ctx.scopes, ctx.prefix = [self.globals, scope], sym.ir
+        for local in tree.children[2:-1]:
+            out.extend(self.local_decl(local, ctx))
+        out.extend(self.block(tree.children[-1], ctx))
+        ctx.scopes, ctx.prefix = saved
+        return out
 
     # ------------------------------------------------------------------ statements
     def block(self, node: PTree, ctx: Ctx, new_scope: bool = True) -> list[IR]:
@@ -1113,6 +1159,10 @@ class Elaborator:
             if as_stmt:
                 return [{"s": "apply", "table": base.t.name, "src": src}], None
             return [], Value({}, Type("apply_result", name=base.t.name))
+        if bk == "subcontrol" and method == "apply":
+            if not as_stmt:
+                raise type_error(pos, "apply of a control is a statement")
+            return self.inline_control(base.extra["sym"], args, arg_nodes, pos, ctx), None
         if bk == "packet_in":
             return self.packet_in_call(method, args, targs, arg_nodes, node, ctx)
         if bk == "packet_out" and method == "emit":
@@ -1398,6 +1448,11 @@ class Elaborator:
             return Value({}, Type("extern", name=sym.t.name), extra={"inst": self.extern_by_name[sym.ir]})
         if sym.kind == "extern_fn":
             return Value({}, Type("extern_fn", name=name))
+        if sym.kind == "alias":
+            assert sym.value is not None
+            return sym.value
+        if sym.kind == "subcontrol":
+            return Value({}, Type("subcontrol", name=sym.ir), extra={"sym": sym})
         raise type_error(self.pos(node), f"{name} cannot be used here")
 
     def expr(self, node: Node, ctx: Ctx | None) -> Value:
@@ -1473,7 +1528,7 @@ class Elaborator:
                 return Value({}, Type("action_run", name=t.name))
         if t.k == "stack" and member in ("next", "last", "lastIndex", "size", "nextIndex"):
             raise unsupported(self.pos(node), f"header stack .{member}")
-        if t.k in ("header", "table", "packet_in", "packet_out", "extern", "stack"):
+        if t.k in ("header", "table", "packet_in", "packet_out", "extern", "stack", "subcontrol"):
             return Value({}, Type("method"), extra={"base": base, "method": member})
         raise type_error(self.pos(node.children[1]), f"{t} has no member {member}")
 

@@ -93,6 +93,7 @@ def _lark() -> tuple[Lark, _PostLexer]:
         propagate_positions=True,
         postlex=post,
         maybe_placeholders=True,
+        cache=True,
     )
     return parser, post
 
