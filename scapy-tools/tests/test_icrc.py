@@ -1,6 +1,7 @@
 """ICRC: equal to scapy.contrib.roce's on unmarked packets, blind to variant fields, strict on framing."""
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -17,7 +18,7 @@ SITE_DST = addressing.host_gid(2, subnet=7)
 GLOBAL_DST = "2001:db8::2"
 
 
-def _frame(dst: str = SITE_DST, opcode: int = 0x04, body: bytes = b"payload!", **ipv6: int) -> Packet:
+def _frame(dst: str = SITE_DST, opcode: int = 0x04, body: bytes = b"payload!", **ipv6: Any) -> Packet:
     return (Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02")
             / IPv6(src=SITE_SRC, dst=dst, **ipv6)
             / UDP(sport=49152, dport=4791, chksum=0)

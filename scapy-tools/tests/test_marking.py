@@ -1,5 +1,7 @@
 """Marking codecs: the seed's worked examples, random paths with loops, and Table 3's largest sizes."""
 
+from collections.abc import Sequence
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -60,7 +62,7 @@ def test_port_marking_decodes_to_the_source(case: tuple[FatTreeLayout, Coord, Co
 # ---- DDPM: the seed's examples ----------------------------------------------------------------------------
 
 
-def _path_from_vectors(source: Coord, vectors: list[Coord], xor: bool) -> list[Coord]:
+def _path_from_vectors(source: Coord, vectors: Sequence[Coord], xor: bool) -> list[Coord]:
     if xor:
         return [tuple(s ^ v for s, v in zip(source, vec, strict=True)) for vec in vectors]
     return [tuple(s + v for s, v in zip(source, vec, strict=True)) for vec in vectors]

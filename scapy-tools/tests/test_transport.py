@@ -1,0 +1,378 @@
+"""Secure transport modes 0-4: round trips, tampering, replay, downgrade, nonce uniqueness, no key leaks."""
+
+import os
+from collections.abc import Iterator
+from unittest import mock
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from ibsec import addressing, icrc, layers, transport
+from ibsec.opcodes import BY_NAME, Service
+from ibsec.transport import Mode, Receiver, Sender
+from scapy.layers.inet import UDP
+from scapy.layers.inet6 import IPv6
+from scapy.layers.l2 import Ether
+from scapy.packet import Packet, Raw
+from scapy.utils import checksum
+
+SECURE_MODES = [Mode.ICRC_MAC, Mode.STH_AEAD, Mode.STH_AUTH, Mode.STH_HDR]
+SRC = addressing.host_gid(1, subnet=1)
+DST = addressing.host_gid(2, subnet=1)
+IP = 14  # offset of IPv6 in our frames
+BTH = IP + 40 + 8
+
+
+def frame(psn: int = 0, payload: bytes = b"0123456789abcde", opcode: str = "RC_SEND_ONLY", pad: int = 1,
+          udp_checksum: int | None = 0) -> bytes:
+    """A mode-0 frame as the agent builds it (PSN, payload and extension headers chosen by the test)."""
+    op = BY_NAME[opcode]
+    pkt: Packet = (Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02")
+                   / IPv6(src=SRC, dst=DST, hlim=64)
+                   / UDP(sport=0xC000, dport=4791, chksum=udp_checksum)
+                   / layers.BTH(opcode=op.code, pkey=0x8001, dqpn=0x101, psn=psn, padcount=pad))
+    for ext in op.headers:
+        pkt = pkt / layers.EXT_LAYERS[ext]()
+    return bytes(pkt / Raw(payload))
+
+
+def pair(mode: Mode, service: Service = Service.RC, initial_psn: int = 0) -> tuple[bytes, Sender, Receiver]:
+    key, n0 = os.urandom(16), os.urandom(12)
+    receiver = Receiver(mode, service, n0, direction=0, initial_psn=initial_psn)
+    return key, Sender(mode, n0, direction=0), receiver
+
+
+# ---- round trips ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", list(Mode))
+@pytest.mark.parametrize("opcode", ["RC_SEND_ONLY", "RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE", "RC_ACKNOWLEDGE"])
+def test_round_trip_in_every_mode(mode: Mode, opcode: str) -> None:
+    key, sender, receiver = pair(mode)
+    body = b"" if opcode == "RC_ACKNOWLEDGE" else bytes(range(40))
+    plain = frame(0, body, opcode, pad=0)
+    sealed = transport.seal(plain, key, sender)
+    extra = transport.STH_LEN if mode.has_sth else 0
+    assert len(sealed) == len(plain) + extra
+    found = icrc.locate(sealed)  # IPv6 payload length and UDP length count the STH and the tag
+    assert sealed[found.bth + 8] >> 4 == mode
+    if mode in (Mode.ICRC_MAC, Mode.STH_AEAD) and body:
+        assert body not in sealed
+    if mode is not Mode.ICRC_MAC:
+        assert icrc.verify(sealed)  # a legacy ICRC check still passes in modes 0, 2-4
+    payload, info = transport.open_frame(sealed, key, receiver)
+    assert payload == body
+    assert (info.mode, info.opcode.name, info.epsn) == (mode, opcode, 0)
+    assert info.response == (opcode == "RC_ACKNOWLEDGE")
+
+
+def test_pad_bytes_are_covered_and_stripped() -> None:
+    key, sender, receiver = pair(Mode.STH_AEAD)
+    sealed = transport.seal(frame(pad=3, payload=b"abcd\0\0\0"), key, sender)
+    payload, _ = transport.open_frame(sealed, key, receiver)
+    assert payload == b"abcd"
+
+
+def test_sth_parses_with_the_layers_and_holds_the_tag() -> None:
+    key, sender, _ = pair(Mode.STH_AUTH)
+    sealed = Ether(transport.seal(frame(), key, sender))
+    assert sealed[layers.BTH].secmode == Mode.STH_AUTH
+    assert len(sealed[layers.STH].tag) == 16
+    assert sealed[layers.STH].payload.load.startswith(b"0123456789abcde")
+
+
+def test_udp_checksum_kept_valid_when_the_frame_has_one() -> None:
+    key, sender, _ = pair(Mode.STH_AEAD)
+    sealed = transport.seal(frame(udp_checksum=None), key, sender)
+    udp = sealed[IP + 40:]
+    pseudo = sealed[IP + 8:IP + 40] + len(udp).to_bytes(4, "big") + b"\x00\x00\x00\x11"
+    assert Ether(sealed)[UDP].chksum != 0
+    assert checksum(pseudo + udp) == 0  # the one's complement sum over a correct checksum
+
+
+def test_ud_send_with_deth() -> None:
+    key, sender, receiver = pair(Mode.ICRC_MAC, Service.UD)
+    sealed = transport.seal(frame(5, b"datagram", "UD_SEND_ONLY", pad=0), key, sender)
+    assert Ether(sealed)[layers.DETH] is not None
+    assert transport.open_frame(sealed, key, receiver)[0] == b"datagram"
+
+
+# ---- mode 0 makes no crypto call ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def no_crypto() -> Iterator[None]:
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("mode 0 constructed a cipher")
+
+    with mock.patch.object(transport, "AESGCM", refuse), mock.patch.object(transport, "Cipher", refuse):
+        yield
+
+
+def test_mode0_makes_no_crypto_call(no_crypto: None) -> None:
+    sender, receiver = Sender(Mode.NONE), Receiver(Mode.NONE, Service.RC)
+    for psn in range(3):
+        sealed = transport.seal(frame(psn), None, sender)
+        assert sealed == frame(psn)
+        assert transport.open_frame(sealed, None, receiver)[0] == b"0123456789abcd"
+    with pytest.raises(AssertionError, match="constructed a cipher"):  # the mock does bite
+        transport.seal(frame(), os.urandom(16), Sender(Mode.STH_AEAD, os.urandom(12)))
+
+
+# ---- tampering -------------------------------------------------------------------------------------------
+
+
+def variant_bits(sealed: bytes) -> set[int]:
+    """Bit positions (in the frame) neither the ICRC nor any MAC covers: DESIGN section 3."""
+    ranges = [(IP * 8 + 4, IP * 8 + 32),  # traffic class and flow label
+              ((IP + 7) * 8, (IP + 8) * 8),  # hop limit
+              ((IP + 24) * 8 + addressing.PREFIX_BITS, (IP + 24) * 8 + 10 + addressing.MF_BITS),  # MF
+              ((IP + 46) * 8, (IP + 48) * 8),  # UDP checksum
+              ((BTH + 4) * 8, (BTH + 5) * 8)]  # FECN, BECN, reserved
+    return {bit for lo, hi in ranges for bit in range(lo, hi)}
+
+
+def flip(data: bytes, bit: int) -> bytes:
+    out = bytearray(data)
+    out[bit // 8] ^= 0x80 >> (bit % 8)
+    return bytes(out)
+
+
+@pytest.mark.parametrize("mode", SECURE_MODES)
+def test_every_covered_bit_flip_fails_and_variant_flips_pass(mode: Mode) -> None:
+    key, sender, receiver = pair(mode)
+    sealed = transport.seal(frame(payload=b"tamper!"), key, sender)
+    variant = variant_bits(sealed)
+    payload_bits = range((len(sealed) - 4 - 7) * 8, (len(sealed) - 4) * 8)
+    for bit in range(IP * 8, len(sealed) * 8):
+        tampered = flip(sealed, bit)
+        if bit in variant:
+            fresh = Receiver(mode, Service.RC, receiver.n0, 0)
+            assert transport.open_frame(tampered, key, fresh)[0] == b"tamper"
+            continue
+        with pytest.raises(icrc.WireError):
+            transport.open_frame(tampered, key, receiver)
+        if mode is Mode.ICRC_MAC or bit >= (len(sealed) - 4) * 8:
+            continue
+        # an attacker who recomputes the ICRC: only the MAC stands, except mode 4 leaves P unauthenticated
+        try:
+            refreshed = icrc.with_icrc(tampered)
+        except icrc.Malformed:  # no longer a RoCEv2 frame at all: already refused above
+            continue
+        if mode is Mode.STH_HDR and bit in payload_bits:
+            fresh = Receiver(mode, Service.RC, receiver.n0, 0)
+            assert transport.open_frame(refreshed, key, fresh)[0] == refreshed[-4 - 7:-4 - 1]  # accepted
+            continue
+        with pytest.raises(icrc.WireError):
+            transport.open_frame(refreshed, key, receiver)
+    assert receiver.stats.get("accepted", 0) == 0 and sum(receiver.stats.values()) > 0
+    assert transport.open_frame(sealed, key, receiver)[0] == b"tamper"  # failures changed no state
+
+
+@pytest.mark.parametrize("mode", SECURE_MODES)
+def test_marking_on_the_way_does_not_break_the_mac(mode: Mode) -> None:
+    key, sender, receiver = pair(mode)
+    sealed = transport.seal(frame(), key, sender)
+    dst = IP + 24
+    marked = sealed[:dst] + addressing.mf_set(sealed[dst:dst + 16], 0x15_5555_5555) + sealed[dst + 16:]
+    marked = marked[:IP + 7] + b"\x3f" + marked[IP + 8:]  # and three hops fewer
+    assert transport.open_frame(marked, key, receiver)[0] == b"0123456789abcd"
+
+
+@pytest.mark.parametrize("mode", SECURE_MODES)
+def test_wrong_key_or_direction_is_a_mac_failure(mode: Mode) -> None:
+    key, sender, receiver = pair(mode)
+    sealed = transport.seal(frame(), key, sender)
+    with pytest.raises(transport.MacFailure):
+        transport.open_frame(sealed, os.urandom(16), receiver)
+    other_way = Receiver(mode, Service.RC, receiver.n0, direction=1)
+    with pytest.raises(transport.MacFailure):
+        transport.open_frame(sealed, key, other_way)
+    assert receiver.consecutive_mac_failures == 1 and receiver.stats["mac_failures"] == 1
+    transport.open_frame(sealed, key, receiver)
+    assert receiver.consecutive_mac_failures == 0
+
+
+def test_downgrade_and_reserved_modes_are_dropped_and_counted() -> None:
+    key, sender, receiver = pair(Mode.STH_AEAD)
+    stripped = frame()  # an attacker replays the payload in clear with a valid ICRC
+    with pytest.raises(transport.ModeMismatch):
+        transport.open_frame(stripped, key, receiver)
+    sealed = transport.seal(frame(), key, sender)
+    for reserved in (5, 6, 7):
+        forged = bytearray(sealed)
+        forged[BTH + 8] = (forged[BTH + 8] & 0x8F) | reserved << 4
+        with pytest.raises(transport.ReservedMode, match=f"mode {reserved} is reserved"):
+            transport.open_frame(icrc.with_icrc(bytes(forged)), key, receiver)
+    assert receiver.stats == {"mode_mismatches": 1, "reserved_modes": 3}
+    with pytest.raises(icrc.Malformed, match="not zero"):
+        transport.seal(sealed, key, sender)
+
+
+# ---- replay ------------------------------------------------------------------------------------------
+
+
+def test_rc_is_in_order_across_the_psn_wrap() -> None:
+    key, sender, receiver = pair(Mode.STH_AEAD, Service.RC, initial_psn=0xFFFFFE)
+    sealed = [transport.seal(frame(psn), key, sender) for psn in (0xFFFFFE, 0xFFFFFF, 0, 1)]
+    transport.open_frame(sealed[0], key, receiver)
+    with pytest.raises(transport.ReplayError):  # replayed
+        transport.open_frame(sealed[0], key, receiver)
+    with pytest.raises(transport.SequenceError):  # reordered: ahead of the expected PSN
+        transport.open_frame(sealed[2], key, receiver)
+    for packet in sealed[1:]:
+        transport.open_frame(packet, key, receiver)
+    assert receiver.window(False).next == 0x1000002
+    with pytest.raises(transport.ReplayError):  # stale, from before the wrap
+        transport.open_frame(sealed[1], key, receiver)
+    assert receiver.stats == {"accepted": 4, "replays": 2, "out_of_sequence": 1}
+
+
+@pytest.mark.parametrize("service", [Service.UC, Service.UD])
+def test_uc_ud_sliding_window(service: Service) -> None:
+    opcode = "UD_SEND_ONLY" if service is Service.UD else "UC_SEND_ONLY"
+    key, sender, receiver = pair(Mode.ICRC_MAC, service, initial_psn=0xFFFFF0)
+    psns = [(0xFFFFF0 + i) & 0xFFFFFF for i in range(100)]
+    sealed = {psn: transport.seal(frame(psn, opcode=opcode), key, sender) for psn in psns}
+    order = psns[:10][::-1] + psns[10:20]  # the first ten arrive reversed
+    for psn in order:
+        transport.open_frame(sealed[psn], key, receiver)
+    for psn in (psns[19], psns[5]):  # duplicates inside the window
+        with pytest.raises(transport.ReplayError, match="already accepted"):
+            transport.open_frame(sealed[psn], key, receiver)
+    transport.open_frame(sealed[psns[99]], key, receiver)  # a jump forward is fine...
+    for index in range(20, 99):  # ... and the gap may still fill in, if inside the last 64
+        if index > 99 - transport.REPLAY_WINDOW:
+            transport.open_frame(sealed[psns[index]], key, receiver)
+        else:
+            with pytest.raises(transport.ReplayError, match="older than"):
+                transport.open_frame(sealed[psns[index]], key, receiver)
+    assert receiver.window(False).next == 0xFFFFF0 + 100
+    assert receiver.stats == {"accepted": 21 + 63, "replays": 2 + 16}
+
+
+def test_rc_requests_and_responses_in_one_direction_do_not_collide() -> None:
+    """B sends its own requests and ACKs for A's requests with the same PSNs: nonce bit r separates them."""
+    key, n0 = os.urandom(16), os.urandom(12)
+    b_to_a = Sender(Mode.STH_AEAD, n0, direction=1)
+    a_receives = Receiver(Mode.STH_AEAD, Service.RC, n0, direction=1)
+    for psn in range(3):
+        request = transport.seal(frame(psn), key, b_to_a)
+        ack = transport.seal(frame(psn, b"", "RC_ACKNOWLEDGE", pad=0), key, b_to_a)
+        assert transport.open_frame(ack, key, a_receives)[1].response
+        assert not transport.open_frame(request, key, a_receives)[1].response
+
+
+# ---- nonces ---------------------------------------------------------------------------------------------
+
+
+def test_nonce_layout() -> None:
+    n0 = bytes(range(12))
+    nonce = transport.make_nonce(n0, 1, 0x0123_4567_89AB, response=True)
+    expected = int.from_bytes(n0, "big") ^ (1 << 64) ^ (1 << 63) ^ 0x0123_4567_89AB
+    assert nonce == expected.to_bytes(12, "big")
+    assert transport.make_nonce(n0, 0, 0)[:4] == n0[:4]  # the top 32 bits are N0's alone
+
+
+@given(expected=st.integers(0, 1 << 62), offset=st.integers(-(1 << 23) + 1, (1 << 23) - 1))
+def test_extended_psn_reconstruction_is_nearest(expected: int, offset: int) -> None:
+    true = expected + offset
+    if true >= 0:
+        assert transport.reconstruct_epsn(true & 0xFFFFFF, expected) == true
+
+
+def test_sender_refuses_repeats_and_colliding_streams() -> None:
+    key, sender, _ = pair(Mode.STH_AEAD)
+    transport.seal(frame(7), key, sender)
+    with pytest.raises(transport.NonceReuse, match="behind"):
+        transport.seal(frame(7), key, sender)  # a retransmission must resend the sealed bytes
+    near = bytes(sender.n0[:-1]) + bytes([sender.n0[-1] ^ 1])
+    with pytest.raises(transport.NonceReuse, match="choose a new N0"):
+        transport.seal(frame(0), key, Sender(Mode.STH_AEAD, near))
+    peer = transport.stream_base(os.urandom(12), 1)
+    transport.nonce_counter(key).reserve(peer)
+    clash = (peer ^ 5).to_bytes(12, "big")  # at direction 0 its nonces would meet the peer's
+    with pytest.raises(transport.NonceReuse):
+        transport.seal(frame(0), key, Sender(Mode.STH_AEAD, clash))
+
+
+_REAL_AESGCM = transport.AESGCM
+
+
+class RecordingAESGCM:
+    """Wraps AESGCM and records the nonce of every encryption (what the transport really hands to GCM)."""
+
+    nonces: list[bytes] = []
+
+    def __init__(self, key: bytes) -> None:
+        self._real = _REAL_AESGCM(key)
+
+    def encrypt(self, nonce: bytes, data: bytes, associated_data: bytes | None) -> bytes:
+        RecordingAESGCM.nonces.append(bytes(nonce))
+        return self._real.encrypt(nonce, data, associated_data)
+
+
+_streams = st.tuples(st.integers(0, 3), st.integers(0, 1), st.booleans())  # which N0, direction, response
+_steps = st.lists(st.tuples(_streams, st.one_of(st.integers(-3, 3), st.integers(1, 1 << 23),
+                                                 st.just(1 << 24))), min_size=1, max_size=40)
+
+
+@settings(max_examples=60, deadline=None)
+@given(steps=_steps, start=st.integers(0, 0xFFFFFF))
+def test_no_two_packets_under_one_key_share_a_nonce(steps: list[tuple[tuple[int, int, bool], int]],
+                                                     start: int) -> None:
+    """Random PSN walks (repeats, steps back, wraps) on streams of both directions, requests and
+    responses, with N0s that coincide across directions or nearly collide: GCM never sees a nonce twice."""
+    key, base = os.urandom(16), os.urandom(12)
+    pool = [base, bytes(base[:-1]) + bytes([base[-1] ^ 2]),  # could meet the first stream: refused
+            (int.from_bytes(base, "big") ^ (1 << 63)).to_bytes(12, "big"),  # = the first, other direction
+            os.urandom(12)]
+    psn: dict[tuple[int, int, bool], int] = {}
+    sealed = 0
+    RecordingAESGCM.nonces = []
+    with mock.patch.object(transport, "AESGCM", RecordingAESGCM):
+        for (which, direction, response), jump in steps:
+            stream = (which, direction, response)
+            psn[stream] = (psn.get(stream, start - jump) + jump) & 0xFFFFFF
+            opcode = "RC_ACKNOWLEDGE" if response else "RC_SEND_ONLY"
+            sender = Sender(Mode.STH_AUTH, pool[which], direction)
+            try:
+                transport.seal(frame(psn[stream], b"", opcode, pad=0), key, sender)
+            except transport.NonceReuse:
+                continue
+            sealed += 1
+    assert len(RecordingAESGCM.nonces) == sealed >= 1
+    assert len(set(RecordingAESGCM.nonces)) == sealed
+
+
+def test_forward_progress_is_never_refused_across_wraps() -> None:
+    key, sender, receiver = pair(Mode.STH_HDR, Service.UC)
+    psn = 0xFFFF00
+    receiver.initial_psn = psn
+    for _ in range(20):
+        sealed = transport.seal(frame(psn, opcode="UC_SEND_ONLY"), key, sender)
+        transport.open_frame(sealed, key, receiver)
+        psn = (psn + 0x1FFFFF) & 0xFFFFFF  # big forward jumps, wrapping several times
+    assert sender.last_epsn == receiver.window(False).next - 1 > 1 << 24
+
+
+# ---- no key material in messages or reprs ----------------------------------------------------------------
+
+
+def test_errors_and_reprs_carry_no_key_or_nonce_base() -> None:
+    key, sender, receiver = pair(Mode.ICRC_MAC)
+    sealed = transport.seal(frame(), key, sender)
+    texts = [repr(sender), repr(receiver)]
+    for attempt in (flip(sealed, len(sealed) * 8 - 1), sealed, sealed):
+        try:
+            transport.open_frame(attempt, key, receiver)
+        except icrc.WireError as err:
+            texts += [str(err), repr(err)]
+    try:
+        transport.seal(frame(), key, sender)
+    except transport.NonceReuse as err:
+        texts.append(str(err))
+    assert len(texts) == 7
+    for text in texts:
+        for secret in (key, sender.n0):
+            assert secret.hex() not in text and repr(secret) not in text
