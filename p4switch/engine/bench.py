@@ -14,9 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from p4switch.engine.api import ActionCall, Exact, Switch, TableEntry
+from p4switch.engine.api import ActionCall, Exact, GroupRef, Lpm, Switch, TableEntry
 
 L2FWD = Path(__file__).resolve().parents[1] / "tests" / "programs" / "l2fwd.json"
+MAIN_P4 = Path(__file__).resolve().parents[2] / "p4src" / "main.p4"
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,61 @@ def l2_frame(size: int) -> bytes:
     return header + bytes(size - len(header))
 
 
+def main_p4_switch() -> Switch:
+    """p4src/main.p4 (compiled in-process by the front end) with the entries of a fat-tree edge switch:
+    a down-port role on port 1, valid-list P_Key filtering of the default P_Key, an ECMP group of four
+    uplinks for the destination subnet."""
+    from p4switch.frontend.cli import compile_file  # the bench is tooling: the engine itself never imports it
+
+    switch = Switch.load(compile_file(MAIN_P4).ir_json())
+    ing = "IbsecIngress."
+    switch.table_insert(
+        ing + "port_roles.port_roles_table",
+        TableEntry(
+            {"standard_metadata.ingress_port": Exact(1)},
+            ActionCall(ing + "port_roles.mark_down_port", {"mark_mask": 0x7, "mark_value": 0x1}),
+        ),
+    )
+    switch.table_insert(
+        ing + "partition.partition_mode_table",
+        TableEntry(
+            {"standard_metadata.ingress_port": Exact(1)}, ActionCall(ing + "partition.filter_valid_list")
+        ),
+    )
+    switch.table_insert(
+        ing + "partition.valid_pkeys",
+        TableEntry(
+            {"standard_metadata.ingress_port": Exact(1), "hdr.bth.p_key": Exact(0xFFFF)},
+            ActionCall("NoAction"),
+        ),
+    )
+    selector = ing + "routing.route_selector"
+    for port in range(2, 6):
+        switch.member_insert(selector, port, ActionCall(ing + "routing.forward", {"port": port}))
+    switch.group_insert(selector, 1, [(port, 1) for port in range(2, 6)])
+    switch.table_insert(
+        ing + "routing.routes_table", TableEntry({"meta.dst_id": Lpm(0x0001 << 64, 16)}, GroupRef(1))
+    )
+    return switch
+
+
+def rocev2_frame(size: int) -> bytes:
+    """A RoCEv2 RC SEND-only frame to fec0::1:0:0:0:2 (subnet 1, GUID 2) of ``size`` bytes."""
+    from scapy.contrib.roce import BTH
+    from scapy.layers.inet import UDP
+    from scapy.layers.inet6 import IPv6
+    from scapy.layers.l2 import Ether
+
+    pkt = (
+        Ether(dst="02:00:00:00:00:02", src="02:00:00:00:00:01")
+        / IPv6(src="fec0::1:0:0:0:1", dst="fec0::1:0:0:0:2")
+        / UDP(sport=49152, dport=4791, chksum=0)
+        / BTH(opcode=4, dqpn=0x11)
+    )
+    header = bytes(pkt)
+    return header + bytes(max(0, size - len(header)))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--packets", type=int, default=20_000)
@@ -89,6 +145,19 @@ def main(argv: list[str] | None = None) -> int:
         results[size] = result
         print(f"engine l2fwd {size:5d} B: {result.pps:10.0f} packets/s (cpu), {result.wall_pps:10.0f} (wall)")
     print(f"engine l2fwd ratio 128/1024 B: {results[128].pps / results[1024].pps:.2f}")
+    main_switch = main_p4_switch()
+    for size in (128, 1024):
+        result = measure(
+            main_switch,
+            1,
+            rocev2_frame(size),
+            args.packets,
+            check=lambda out: len(out) == 1 and 2 <= out[0][0] <= 5,
+        )
+        print(
+            f"engine p4src/main.p4 {size:5d} B: {result.pps:10.0f} packets/s (cpu), "
+            f"{result.wall_pps:10.0f} (wall); l2fwd/main ratio {results[size].pps / result.pps:.2f}"
+        )
     return 0
 
 

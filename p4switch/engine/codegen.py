@@ -842,9 +842,8 @@ class Codegen:
             o.line(f"X.meter_color = _s.meter.execute({amount})")
         o.line(f"if TR: _trace_table({tbl}, _s)")
         if t.get("implementation"):
-            widths = tuple(self.width(k["type"]) for k in selector)
-            sel = ", ".join(self.key_value(k, sc) for k in selector)
-            o.line(f"_s = {tbl}.profile.resolve(_s, ({sel}{',' if selector else ''}), {widths!r})")
+            data = self.packed([k["expr"] for k in selector], sc) if selector else "b''"
+            o.line(f"_s = {tbl}.profile.resolve(_s, {data})")
             o.line("if _s is None:")
             o.line(f"    _d = {tbl}.default; _d.fn({sc.names['$args']}, L, *_d.args)")
             o.line("    return None")

@@ -5,6 +5,7 @@ Kept free of the IR: the compiled program calls these objects with plain ints.
 
 from __future__ import annotations
 
+import functools
 import zlib
 from collections.abc import Callable, Sequence
 
@@ -27,7 +28,9 @@ def _crc16_table() -> list[int]:
 _CRC16 = _crc16_table()
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def crc16(data: bytes) -> int:
+    """Memoised: selector and hash inputs repeat per flow, and this byte loop is the slowest extern."""
     crc = 0
     table = _CRC16
     for byte in data:

@@ -33,7 +33,7 @@ from p4switch.engine.api import (
     Ternary,
     UnknownName,
 )
-from p4switch.engine.externs import HASH_ALGORITHMS, Meter, pack_fields
+from p4switch.engine.externs import HASH_ALGORITHMS, Meter
 
 ActionFn = Callable[..., Any]
 
@@ -256,9 +256,10 @@ class ActionProfile:
             key = ("member", ref.member_id) if isinstance(ref, MemberRef) else ("group", ref.group_id)
             self.users[key] = self.users.get(key, 0) + delta
 
-    def resolve(self, slot: Slot, selector: tuple[int, ...], widths: Sequence[int]) -> Slot | None:
+    def resolve(self, slot: Slot, selector: bytes) -> Slot | None:
         """The member slot a packet uses: the entry's member, or one member of its group chosen by the
-        hash of the selector fields. None when the group is empty (the table's default runs)."""
+        hash of the selector fields (``selector``: their values packed as a field list). None when the
+        group is empty (the table's default runs)."""
         ref = slot.ref
         if isinstance(ref, MemberRef):
             return self.member_slots.get(ref.member_id)
@@ -268,8 +269,7 @@ class ActionProfile:
             return None
         if len(candidates) == 1:
             return candidates[0]
-        digest = self.hash(pack_fields(selector, widths)) & self.output_mask
-        return candidates[digest % len(candidates)]
+        return candidates[(self.hash(selector) & self.output_mask) % len(candidates)]
 
 
 class Table:

@@ -24,6 +24,7 @@ from p4switch.engine.api import (
     TableFull,
     Ternary,
 )
+from p4switch.engine.externs import pack_fields
 from p4switch.engine.tables import ActionInfo, ActionProfile, KeyField, Slot, Table
 
 
@@ -61,7 +62,7 @@ def port_of(table: Table, *key: int) -> int | None:
 
 def pick(profile: ActionProfile, slot: Slot, selector: tuple[int, ...], widths: tuple[int, ...]) -> int:
     """The port parameter of the member the selector picks for these selector field values."""
-    member = profile.resolve(slot, selector, widths)
+    member = profile.resolve(slot, pack_fields(selector, widths))
     assert member is not None
     return member.args[0]
 
