@@ -144,9 +144,16 @@ def masked(frame: RoceFrame, end: int) -> bytes:
     return bytes(out)
 
 
-def compute(frame: RoceFrame) -> bytes:
-    """The 4 ICRC bytes (wire order) for everything before the frame's last 4 bytes."""
-    crc = zlib.crc32(masked(frame, len(frame.data) - ICRC_LEN))
+def compute(frame: RoceFrame, masked_headers: bytes | None = None) -> bytes:
+    """The 4 ICRC bytes (wire order) for everything before the frame's last 4 bytes.
+
+    ``masked_headers``, if given, is ``masked(frame, end)`` for some ``end`` (e.g. the GCM associated data
+    already computed): the CRC continues from it instead of masking the headers again.
+    """
+    if masked_headers is None:
+        return zlib.crc32(masked(frame, len(frame.data) - ICRC_LEN)).to_bytes(4, "little")
+    end = frame.ip + len(masked_headers) - len(LRH_ONES)
+    crc = zlib.crc32(frame.data[end:len(frame.data) - ICRC_LEN], zlib.crc32(masked_headers))
     return crc.to_bytes(4, "little")
 
 

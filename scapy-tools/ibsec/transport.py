@@ -388,14 +388,14 @@ def seal(frame: bytes, key: bytes | None, sender: Sender) -> bytes:
         _, tag = gcm_seal(key, nonce, b"", covered)
         out += tag + payload + bytes(ICRC_LEN)
     sender.last_epsn = epsn
-    return _finish(out, found.ip, with_icrc=sender.mode.has_sth)
+    return _finish(out, found.ip, with_icrc=sender.mode.has_sth, masked_headers=aad)
 
 
-def _finish(out: bytearray, ip: int, with_icrc: bool) -> bytes:
+def _finish(out: bytearray, ip: int, with_icrc: bool, masked_headers: bytes | None = None) -> bytes:
     """Final lengths, a valid UDP checksum if the frame carried one, and the ICRC where the mode has one."""
     icrc.set_lengths(out, ip)
     if with_icrc:  # the ICRC sees the UDP checksum as ones, so it can come first
-        out[-ICRC_LEN:] = icrc.compute(RoceFrame(bytes(out), ip))
+        out[-ICRC_LEN:] = icrc.compute(RoceFrame(bytes(out), ip), masked_headers)
     udp = ip + IPV6_LEN
     if out[udp + 6:udp + 8] != b"\x00\x00":
         out[udp + 6:udp + 8] = b"\x00\x00"
@@ -440,7 +440,8 @@ def _open(frame: bytes, key: bytes | None, receiver: Receiver) -> tuple[bytes, O
     if opcode.service is not receiver.service:
         raise Malformed(f"{opcode.name} is not a {receiver.service.name} opcode")
     end = found.headers_end
-    if mode is not Mode.ICRC_MAC and frame[-ICRC_LEN:] != icrc.compute(found):
+    aad = icrc.masked(found, end)
+    if mode is not Mode.ICRC_MAC and frame[-ICRC_LEN:] != icrc.compute(found, aad):
         raise IcrcError("ICRC mismatch")
     if mode.has_sth and len(frame) - ICRC_LEN - end < STH_LEN:
         raise Malformed("frame too short for its secure transport header")
@@ -448,7 +449,7 @@ def _open(frame: bytes, key: bytes | None, receiver: Receiver) -> tuple[bytes, O
     window = receiver.window(response)
     epsn = reconstruct_epsn(found.psn, window.next)
     window.check(epsn)
-    payload = _verify(found, end, mode, key, receiver, epsn, response)
+    payload = _verify(found, aad, mode, key, receiver, epsn, response)
     window.accept(epsn)
     if found.pad_count > len(payload):
         raise Malformed(f"PadCnt {found.pad_count} exceeds the {len(payload)}-byte payload")
@@ -456,14 +457,14 @@ def _open(frame: bytes, key: bytes | None, receiver: Receiver) -> tuple[bytes, O
     return payload[:len(payload) - found.pad_count], info
 
 
-def _verify(found: RoceFrame, end: int, mode: Mode, key: bytes | None, receiver: Receiver, epsn: int,
+def _verify(found: RoceFrame, aad: bytes, mode: Mode, key: bytes | None, receiver: Receiver, epsn: int,
             response: bool) -> bytes:
-    """The payload P of a verified frame; mode 0 returns it without any crypto call."""
+    """The payload P of a verified frame (``aad``: its masked headers); mode 0 makes no crypto call."""
     frame = found.data
+    end = found.ip + len(aad) - len(icrc.LRH_ONES)
     if mode is Mode.NONE:
         return frame[end:-ICRC_LEN]
     nonce = make_nonce(receiver.n0, receiver.direction, epsn, response)
-    aad = icrc.masked(found, end)
     key = _check_key(key)
     if mode is Mode.ICRC_MAC:
         return gcm_open(key, nonce, frame[end:-ICRC_LEN], aad, frame[-ICRC_LEN:])

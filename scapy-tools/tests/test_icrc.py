@@ -105,3 +105,12 @@ def test_malformed_frames_are_refused(mutate: Callable[[bytes], bytes], message:
     wire = mutate(bytes(_frame()))
     with pytest.raises(icrc.Malformed, match=message):
         assert icrc.locate(wire).headers_end
+
+
+@pytest.mark.parametrize("opcode", [0x04, 0x0B, 0x64])
+def test_icrc_continued_from_masked_headers_is_the_same(opcode: int) -> None:
+    body = bytes(opcodes.header_length(opcode) - opcodes.BTH_LEN) + b"some payload"
+    found = icrc.locate(_marked(bytes(_frame(opcode=opcode, body=body)), 0x3F))
+    headers = icrc.masked(found, found.headers_end)
+    assert headers[:8] == b"\xff" * 8 and len(headers) == 8 + 40 + 8 + opcodes.header_length(opcode)
+    assert icrc.compute(found, headers) == icrc.compute(found) == found.data[-4:]
