@@ -178,44 +178,46 @@ class Adapter:
         qp: QueuePair,
         remote_gid: str,
         remote_qpn: int,
-        session_key: bytes | None,
+        session: tuple[int, int] | None,
         initiator: bool,
         n0: tuple[bytes, bytes],
         remote_psn: int,
     ) -> Security:
-        """The crypto context of a connection; its key by scope, none in mode 0 (no key is looked up).
+        """The crypto context of a connection, keyed by its scope; mode 0 looks up no key at all.
 
-        ``n0`` = (our nonce base, the peer's), ``remote_psn`` the peer's starting PSN.
+        ``session`` is the session key cache id of a session-scope key (the key is fetched from the
+        cache per packet, as the adapter of seed 001 does); ``n0`` = (our nonce base, the peer's);
+        ``remote_psn`` the peer's starting PSN.
         """
-        key = None if qp.mode == 0 else self._connection_key(qp, remote_gid, remote_qpn, session_key)
+        key = None
+        if qp.mode and qp.scope is Scope.SESSION:
+            if session is None:
+                raise AdapterError("session scope needs a session key from the CM handshake")
+        elif qp.mode:
+            key = self._partition_scope_key(qp, remote_gid, remote_qpn)
         return frames.new_security(
-            qp.mode, key, qp.service.value, n0[0], n0[1], initiator, qp.next_psn, remote_psn
+            qp.mode, key, session, qp.service.value, n0[0], n0[1], initiator, qp.next_psn, remote_psn
         )
 
-    def _connection_key(
-        self, qp: QueuePair, remote_gid: str, remote_qpn: int, session_key: bytes | None
-    ) -> bytes:
-        if qp.scope is Scope.SESSION:
-            if session_key is None:
-                raise AdapterError("session scope needs a session key from the CM handshake")
-            key = session_key
-        elif qp.scope is Scope.PARTITION:
-            key = self.keyring.partition_key(qp.partition.pkey).material
-        else:
-            p_sk = self.keyring.partition_key(qp.partition.pkey)
-            local = keys.Endpoint(int(ipaddress.IPv6Address(self.gid)), qp.qpn)
-            remote = keys.Endpoint(int(ipaddress.IPv6Address(remote_gid)), remote_qpn)
-            key = keys.derive_connection_key(p_sk, local, remote).material
-        return key
+    def _partition_scope_key(self, qp: QueuePair, remote_gid: str, remote_qpn: int) -> bytes:
+        """P_SK itself, or K(A,B) derived from it for this pair of endpoints."""
+        p_sk = self.keyring.partition_key(qp.partition.pkey)
+        if qp.scope is Scope.PARTITION:
+            return p_sk.material
+        local = keys.Endpoint(int(ipaddress.IPv6Address(self.gid)), qp.qpn)
+        remote = keys.Endpoint(int(ipaddress.IPv6Address(remote_gid)), remote_qpn)
+        return keys.derive_connection_key(p_sk, local, remote).material
 
-    def session_key(self, qp: QueuePair, comm_id: int) -> bytes:
-        """A session key through the session key cache (its stats count every lookup)."""
+    def key_of(self, security: Security) -> bytes | None:
+        """The key bytes of a connection: its own, or its session key through the session key cache."""
+        if security.cache_id is None:
+            return security.key
         with self._skc_lock:
-            return self.skc.get((qp.qpn, comm_id)).material
+            return self.skc.get(security.cache_id).material
 
-    def store_session_key(self, qp: QueuePair, comm_id: int, key: keys.Key) -> None:
+    def store_session_key(self, cache_id: tuple[int, int], key: keys.Key) -> None:
         with self._skc_lock:
-            self.skc.put((qp.qpn, comm_id), key)
+            self.skc.put(cache_id, key)
 
     # ------------------------------------------------------------------ sending
 
@@ -262,7 +264,8 @@ class Adapter:
         with self._lock:
             epsn = qp.next_psn
             qp.next_psn += 1
-            key = None if memory_key is None else proof_key(qp.security.key or b"", memory_key)
+            key = self.key_of(qp.security)
+            key = key if memory_key is None or key is None else proof_key(key, memory_key)
             plain = self.builder.plain(
                 qp.remote_gid,
                 opcode,
@@ -298,7 +301,7 @@ class Adapter:
                 src_qp=qp.qpn,
                 deth=(peer.qkey, qp.qpn),
             )
-            frame = frames.seal(plain, peer.security)
+            frame = frames.seal(plain, peer.security, self.key_of(peer.security))
         self.transmit(frame)
         self.counters.bump("tx_bytes", len(data))
 
@@ -416,7 +419,7 @@ class Adapter:
         """
         assert receiver is not None
         try:
-            return transport.open_frame(view.data, key or security.key, receiver)
+            return transport.open_frame(view.data, key or self.key_of(security), receiver)
         except transport.MacFailure:
             if trial:
                 raise
@@ -486,7 +489,8 @@ class Adapter:
     ) -> tuple[bytes, transport.OpenInfo] | None:
         """The MAC must prove the key of a tree node containing the write: at most depth + 1 tries."""
         assert qp.security is not None and view.reth is not None
-        if qp.mode == 0 or qp.security.key is None or region.key is None or region.tree is None:
+        connection_key = self.key_of(qp.security)
+        if connection_key is None or region.key is None or region.tree is None:
             self.counters.drop(Drop.MEMORY_KEY)
             return None
         va, _, length = view.reth
@@ -498,7 +502,7 @@ class Adapter:
                     view,
                     qp.security,
                     qp.security.requests,
-                    proof_key(qp.security.key, node_key),
+                    proof_key(connection_key, node_key),
                     trial=True,
                 )
             except transport.MacFailure:
@@ -522,7 +526,7 @@ class Adapter:
                 src_qp=qp.qpn,
                 aeth=(frames.ACK_SYNDROME, qp.msn),
             )
-            qp.last_ack = frames.seal(plain, qp.security)
+            qp.last_ack = frames.seal(plain, qp.security, self.key_of(qp.security))
         self.transmit(qp.last_ack)
 
     def _receive_ack(self, qp: QueuePair, view: frames.View) -> None:

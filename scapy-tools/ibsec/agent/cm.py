@@ -56,7 +56,7 @@ class Pending:
     qp: QueuePair
     remote_gid: str
     n0: bytes
-    session_key: bytes | None
+    session: tuple[int, int] | None  # session key cache id of the session key, if any
     done: threading.Event = field(default_factory=threading.Event)
     reply: Any = None
     error: str | None = None
@@ -92,13 +92,13 @@ class ConnectionManager:
         qp = ad.qp(qpn) if qpn is not None else ad.create_qp(service, pkey, mode, scope)
         comm_id = int.from_bytes(os.urandom(4), "big")
         n0 = os.urandom(layers.NONCE_BASE_LEN)
-        session_key = None
+        session = None
         wrapped = bytes(keys.WRAPPED_KEY_LEN)
         if qp.mode and qp.scope is Scope.SESSION:
             sk = keys.Key.generate(keys.KeyType.SK, self._sk_owner(ad.gid, qp.qpn, remote_gid))
             wrapped = keys.wrap_key(ad.keyring.pairwise_key(_guid(remote_gid)), sk)
-            session_key = sk.material
-            ad.store_session_key(qp, comm_id, sk)
+            session = (qp.qpn, comm_id)
+            ad.store_session_key(session, sk)
         private = layers.IbsecPrivateData(secmode=qp.mode, n0=n0, wrapped_key=wrapped)
         service_id = IBSEC_SERVICE_ID | SCOPE_CODES[qp.scope]
         if service is Service.RC:
@@ -124,7 +124,7 @@ class ConnectionManager:
                 private_data=(bytes(private) + extra).ljust(216, b"\0"),
             )
             attr = layers.CmAttr.SIDR_REQ
-        pending = Pending(qp, remote_gid, n0, session_key)
+        pending = Pending(qp, remote_gid, n0, session)
         with self._lock:
             self._pending[comm_id] = pending
         frame = ad.builder.mad_frame(remote_gid, qp.partition.pkey, bytes(self._mad(attr, body)))
@@ -152,7 +152,7 @@ class ConnectionManager:
                 qp,
                 pending.remote_gid,
                 remote_qpn,
-                pending.session_key,
+                pending.session,
                 True,
                 (pending.n0, private.n0),
                 remote_psn,
@@ -170,7 +170,7 @@ class ConnectionManager:
                 qp,
                 pending.remote_gid,
                 reply.qpn,
-                pending.session_key,
+                pending.session,
                 True,
                 (pending.n0, private.n0),
                 remote_psn,
@@ -262,15 +262,15 @@ class ConnectionManager:
         else:
             remote_qpn, remote_qkey, remote_psn = UD_EXTRA.unpack_from(raw_private, size)
         qp = self._local_qp(service, pkey, mode, scope, (body.service_id >> 8) & 0xFFFFFF)
-        session_key = None
+        session = None
         if mode and scope is Scope.SESSION:
             kek = ad.keyring.pairwise_key(_guid(src_gid))
             owner = self._sk_owner(src_gid, remote_qpn, ad.gid)
             sk = keys.unwrap_key(kek, bytes(private.wrapped_key), keys.KeyType.SK, owner)
-            ad.store_session_key(qp, comm_id, sk)
-            session_key = sk.material
+            session = (qp.qpn, comm_id)
+            ad.store_session_key(session, sk)
         n0 = os.urandom(layers.NONCE_BASE_LEN)
-        security = ad.security_for(qp, src_gid, remote_qpn, session_key, False, (n0, private.n0), remote_psn)
+        security = ad.security_for(qp, src_gid, remote_qpn, session, False, (n0, private.n0), remote_psn)
         mine = layers.IbsecPrivateData(secmode=mode, n0=n0)
         if service is Service.RC:
             ad.connected(qp, src_gid, remote_qpn, security)

@@ -211,15 +211,16 @@ class Builder:
         return transport.seal(frame, None, transport.Sender(transport.Mode.NONE))
 
 
-def seal(frame: bytes, security: Security, key: bytes | None = None) -> bytes:
-    """Seal a :meth:`Builder.plain` frame in the connection's mode (``key`` overrides the connection's)."""
+def seal(frame: bytes, security: Security, key: bytes | None) -> bytes:
+    """Seal a :meth:`Builder.plain` frame in the connection's mode under ``key`` (None in mode 0)."""
     assert security.sender is not None
-    return transport.seal(frame, key or security.key, security.sender)
+    return transport.seal(frame, key, security.sender)
 
 
 def new_security(
     mode: int,
     key: bytes | None,
+    cache_id: tuple[int, int] | None,
     service: str,
     tx_n0: bytes,
     rx_n0: bytes,
@@ -237,6 +238,7 @@ def new_security(
     return Security(
         mode,
         key if mode else None,
+        cache_id if mode else None,
         sender=transport.Sender(tmode, tx_n0, tx_direction),
         requests=transport.Receiver(tmode, svc, rx_n0, 1 - tx_direction, remote_psn),
         responses=transport.Receiver(tmode, svc, rx_n0, 1 - tx_direction, local_psn),

@@ -77,6 +77,7 @@ class Security:
 
     mode: int
     key: bytes | None = field(default=None, repr=False)
+    cache_id: tuple[int, int] | None = None  # session scope: the key lives in the session key cache
     sender: transport.Sender | None = None
     requests: transport.Receiver | None = None
     responses: transport.Receiver | None = None

@@ -11,13 +11,11 @@ import pytest
 from .fabric import Fabric
 
 
-@pytest.fixture
-def make_fabric(tmp_path: Path) -> Iterator[Callable[[int], Fabric]]:
-    """``make_fabric(n)`` builds n hosts; every fabric built is closed after the test, pass or fail."""
+def _fabrics(base: Path) -> Iterator[Callable[[int], Fabric]]:
     built: list[Fabric] = []
 
     def make(n_hosts: int = 2) -> Fabric:
-        run_dir = tmp_path / f"run{len(built)}"
+        run_dir = base / f"run{len(built)}"
         (run_dir / "logs").mkdir(parents=True)
         fabric = Fabric.create(run_dir, n_hosts)
         built.append(fabric)
@@ -26,8 +24,19 @@ def make_fabric(tmp_path: Path) -> Iterator[Callable[[int], Fabric]]:
     yield make
     for fabric in built:
         fabric.close()
-    leftovers = [f for f in built for ns in f.namespaces]
-    assert not leftovers, "namespaces left behind"
+    assert not [ns for f in built for ns in f.namespaces], "namespaces left behind"
+
+
+@pytest.fixture
+def make_fabric(tmp_path: Path) -> Iterator[Callable[[int], Fabric]]:
+    """``make_fabric(n)`` builds n hosts; every fabric built is closed after the test, pass or fail."""
+    yield from _fabrics(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def module_fabric(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[int], Fabric]]:
+    """The same, shared by one module's tests (agents start once), closed after the module."""
+    yield from _fabrics(tmp_path_factory.mktemp("fabric"))
 
 
 def namespaces() -> set[str]:
