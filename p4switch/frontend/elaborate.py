@@ -379,10 +379,16 @@ class Elaborator:
             kind, decl = self.types.get(bname, ("", None))
             if kind != "block":
                 raise type_error(self.pos(arg), f"{bname} is not a parser or control with a body")
-            if bname in seen:
-                raise unsupported(self.pos(arg), f"instantiating {bname} twice")
-            seen.add(bname)
             pipeline[role] = bname
+            if bname in seen:
+                # Sharing one stateless block (e.g. empty checksum controls) is fine; tables or externs
+                # would need one copy per instance.
+                if any(
+                    isinstance(c, Tree) and c.data in ("table_decl", "instantiation") for c in decl.children
+                ):
+                    raise unsupported(self.pos(arg), f"instantiating {bname} twice")
+                continue
+            seen.add(bname)
             decls.append((role, decl))
         parser_params = kids(decls[0][1].children[0].children[3])
         if len(parser_params) != 4:
@@ -606,7 +612,7 @@ class Elaborator:
                 algorithm=member(0, "HashAlgorithm"),
                 size=num(1),
                 output_width=num(2),
-                max_group_size=num(1),
+                max_group_size=int((annos.get("max_group_size") or [num(1)])[0]),
                 tables=[],
             )
         else:

@@ -134,13 +134,8 @@ def build(ir: dict[str, Any], elab: Elaborator) -> p4i.P4Info:
     for d in ir["digests"]:
         alloc.request(DIGEST, d["name"], None, Pos(ir["source"], 1, 1))
     controller_headers = {name: h for name, h in ir["headers"].items() if h["controller_header"]}
-    for name, h in controller_headers.items():
-        alloc.request(
-            CONTROLLER_HEADER,
-            h["controller_header"],
-            _explicit_id(elab.header_annos[name]),
-            Pos(ir["source"], 1, 1),
-        )
+    for name in controller_headers:  # p4c hashes the header type name for these ids
+        alloc.request(CONTROLLER_HEADER, name, _explicit_id(elab.header_annos[name]), Pos(ir["source"], 1, 1))
     ids = alloc.assign()
     every = (
         [a["name"] for a in ir["actions"]]
@@ -168,7 +163,7 @@ def build(ir: dict[str, Any], elab: Elaborator) -> p4i.P4Info:
         _table(info.tables.add(), t, ids, ext_id, preamble)
     for e in ir["externs"]:
         e["p4info_id"] = ext_id[e["name"]]
-        _extern(info, e, ids, preamble)
+        _extern(info, e, ids, preamble, elab)
     for d in ir["digests"]:
         msg = info.digests.add()
         preamble(msg, DIGEST, d["name"])
@@ -176,9 +171,10 @@ def build(ir: dict[str, Any], elab: Elaborator) -> p4i.P4Info:
         struct = info.type_info.structs[d["name"]]
         for f in d["fields"]:
             struct.members.add(name=f["name"]).type_spec.bitstring.bit.bitwidth = f["type"]["w"]
-    for h in controller_headers.values():
+    for name, h in controller_headers.items():
         msg = info.controller_packet_metadata.add()
-        preamble(msg, CONTROLLER_HEADER, h["controller_header"])
+        msg.preamble.id = ids[(CONTROLLER_HEADER, name)]
+        msg.preamble.name = msg.preamble.alias = h["controller_header"]
         msg.preamble.annotations.append(f'@controller_header("{h["controller_header"]}")')
         for i, f in enumerate(h["fields"], 1):
             msg.metadata.add(id=i, name=f["name"], bitwidth=f["w"])
@@ -211,7 +207,9 @@ def _table(
         msg.idle_timeout_behavior = p4i.Table.NOTIFY_CONTROL
 
 
-def _extern(info: p4i.P4Info, e: dict[str, Any], ids: dict[tuple[int, str], int], preamble: Any) -> None:
+def _extern(
+    info: p4i.P4Info, e: dict[str, Any], ids: dict[tuple[int, str], int], preamble: Any, elab: Elaborator
+) -> None:
     kind = e["kind"]
     prefix = _EXTERN_PREFIX[kind]
     if kind in ("action_profile", "action_selector"):
@@ -220,8 +218,8 @@ def _extern(info: p4i.P4Info, e: dict[str, Any], ids: dict[tuple[int, str], int]
         msg.table_ids.extend(ids[(TABLE, t)] for t in e["tables"])
         msg.with_selector = kind == "action_selector"
         msg.size = e["size"]
-        if msg.with_selector:
-            msg.max_group_size = e["max_group_size"]
+        if msg.with_selector and elab.extern_annos.get(e["name"], {}).get("max_group_size"):
+            msg.max_group_size = e["max_group_size"]  # p4c writes it only when annotated
     elif kind in ("counter", "direct_counter"):
         msg = info.counters.add() if kind == "counter" else info.direct_counters.add()
         preamble(msg, prefix, e["name"])

@@ -1,0 +1,138 @@
+"""Bad P4 source comes back as `file:line:col: message` pointing into the user's file, with exit code 1."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from p4switch.frontend.cli import main
+from p4switch.frontend.errors import P4Error
+from p4switch.tests.frontend.conftest import BODY_LINE, TEMPLATE
+
+ErrorOf = Callable[[str], P4Error]
+
+
+def where(err: P4Error) -> tuple[str, int, int]:
+    return Path(err.pos.file).name, err.pos.line, err.pos.col
+
+
+def test_unsupported_header_union(compile_error: Callable[..., P4Error]) -> None:
+    src = TEMPLATE.replace("struct meta_t", "header_union u_t { eth_t a; }\nstruct meta_t").replace(
+        "{BODY}", "apply {}"
+    )
+    err = compile_error(src)
+    assert where(err) == ("prog.p4", 5, 1)
+    assert err.message == "header_union is not supported by p4switch"
+    assert str(err).endswith("prog.p4:5:1: header_union is not supported by p4switch")
+
+
+def test_unsupported_varbit_field(compile_error: Callable[..., P4Error]) -> None:
+    src = TEMPLATE.replace("bit<16> type_; }", "bit<16> type_; varbit<32> opts; }").replace(
+        "{BODY}", "apply {}"
+    )
+    err = compile_error(src)
+    assert where(err) == ("prog.p4", 3, 57)
+    assert err.message == "varbit is not supported by p4switch"
+
+
+def test_unsupported_resubmit(ingress_error: ErrorOf) -> None:
+    err = ingress_error("    apply {\n        resubmit_preserving_field_list(1);\n    }")
+    assert where(err) == ("prog.p4", BODY_LINE + 1, 9)
+    assert err.message == "extern function resubmit_preserving_field_list is not supported by p4switch"
+
+
+def test_unknown_name(ingress_error: ErrorOf) -> None:
+    err = ingress_error("    apply {\n        meta.m8 = nosuch + 1;\n    }")
+    assert where(err) == ("prog.p4", BODY_LINE + 1, 19)
+    assert err.message == "error: unknown name nosuch"
+
+
+def test_unknown_field(ingress_error: ErrorOf) -> None:
+    err = ingress_error("    apply { meta.m9 = 1; }")
+    assert where(err) == ("prog.p4", BODY_LINE, 18)
+    assert err.message == "error: struct meta_t has no field m9"
+
+
+def test_width_mismatch_in_assignment(ingress_error: ErrorOf) -> None:
+    err = ingress_error("    apply {\n        meta.m8 = meta.m16;\n    }")
+    assert where(err) == ("prog.p4", BODY_LINE + 1, 19)
+    assert err.message == "error: expected bit<8>, got bit<16>"
+
+
+def test_width_mismatch_in_operator(ingress_error: ErrorOf) -> None:
+    err = ingress_error("    apply { meta.m16 = meta.m16 + meta.m8; }")
+    assert where(err) == ("prog.p4", BODY_LINE, 24)
+    assert err.message == "error: +: cannot operate on bit<16> and bit<8>"
+
+
+def test_action_data_width_in_default_action(ingress_error: ErrorOf) -> None:
+    err = ingress_error(
+        "    action a(bit<8> x) { meta.m8 = x; }\n"
+        "    table t { key = { hdr.eth.dst: exact; } actions = { a; } default_action = a(16w3); }\n"
+        "    apply { t.apply(); }"
+    )
+    assert where(err) == ("prog.p4", BODY_LINE + 1, 81)
+    assert err.message == "error: expected bit<8>, got bit<16>"
+
+
+def test_unknown_match_kind(ingress_error: ErrorOf) -> None:
+    err = ingress_error(
+        "    table t { key = { hdr.eth.dst: fuzzy; } actions = { NoAction; } }\n    apply { t.apply(); }"
+    )
+    assert where(err) == ("prog.p4", BODY_LINE, 36)
+    assert err.message == "error: unknown match kind fuzzy"
+
+
+def test_extern_method_signature(ingress_error: ErrorOf) -> None:
+    err = ingress_error("    register<bit<8>>(4) r;\n    apply { r.read(meta.m16, 0); }")
+    assert where(err) == ("prog.p4", BODY_LINE + 1, 20)
+    assert err.message == "error: result must be bit<8>, got bit<16>"
+
+
+def test_syntax_error(ingress_error: ErrorOf) -> None:
+    err = ingress_error("    apply { meta.m8 = ; }")
+    assert where(err) == ("prog.p4", BODY_LINE, 23)
+    assert err.message == "error: syntax error, unexpected ';'"
+
+
+def test_missing_include(compile_error: Callable[..., P4Error]) -> None:
+    err = compile_error('#include <core.p4>\n  #include "nowhere.p4"\n')
+    assert where(err) == ("prog.p4", 2, 3)
+    assert err.message == 'error: cannot find include file "nowhere.p4"'
+
+
+def test_error_inside_an_included_file_points_into_it(compile_error: Callable[..., P4Error]) -> None:
+    lib = "// helpers\nconst bit<8> OK = 1;\nconst bit<8> BAD = 8w1 + 16w1;\n"
+    err = compile_error(
+        '#include "lib/helpers.p4"\n' + TEMPLATE.replace("{BODY}", "apply {}"), {"lib/helpers.p4": lib}
+    )
+    assert where(err) == ("helpers.p4", 3, 20)
+    assert err.message == "error: +: cannot operate on bit<8> and bit<16>"
+
+
+@pytest.mark.parametrize(
+    ("macro", "col", "message"),
+    [
+        ("16w0xFFFF", 23, "error: expected bit<8>, got bit<16>"),
+        ("8w0xFF", 34, "error: struct meta_t has no field m9"),
+    ],
+)
+def test_positions_through_a_macro(
+    compile_error: Callable[..., P4Error], macro: str, col: int, message: str
+) -> None:
+    """An error inside an expansion points at the macro's use; one after it keeps its own source column."""
+    src = f"#define WIDE {macro}\n" + TEMPLATE.replace("{BODY}", "    apply { meta.m8 = WIDE; meta.m9 = 0; }")
+    err = compile_error(src)
+    assert where(err) == ("prog.p4", BODY_LINE + 1, col)
+    assert err.message == message
+
+
+def test_cli_prints_the_error_and_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    prog = tmp_path / "bad.p4"
+    prog.write_text(TEMPLATE.replace("{BODY}", "    apply { meta.m8 = undefined_thing; }"))
+    out = tmp_path / "bad.json"
+    assert main([str(prog), "-o", str(out), "--p4runtime-files", str(tmp_path / "bad.txtpb")]) == 1
+    assert capsys.readouterr().err == f"{prog}:{BODY_LINE}:23: error: unknown name undefined_thing\n"
+    assert not out.exists()
