@@ -193,7 +193,9 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
             raise P4RuntimeError(grpc.StatusCode.PERMISSION_DENIED,
                                  f"table {table.name} is const: its entries cannot be changed")
         if kind == Update.INSERT:
-            switch.table_insert(table.name, codec.decode_entry(index, msg)[1])
+            entry = codec.decode_entry(index, msg)[1]
+            self._check_reference(pipe, table, entry.action)
+            switch.table_insert(table.name, entry)
             return
         if msg.is_const:
             raise invalid("is_const must be false in a write")
@@ -203,12 +205,25 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
             return
         action = codec.decode_table_action(index, table, msg) if msg.HasField("action") else \
             _find_entry(switch, table, match, priority).action
+        self._check_reference(pipe, table, action)
         counter = (msg.counter_data.byte_count, msg.counter_data.packet_count) \
             if msg.HasField("counter_data") and table.direct_counter_id else None
         meter = codec.decode_meter_config(msg.meter_config) \
             if msg.HasField("meter_config") and table.direct_meter_id else None
         switch.table_modify(table.name, engine.TableEntry(match, action, priority, counter_data=counter,
                                                           meter_config=meter))
+
+    def _check_reference(self, pipe: Pipeline, table: Table, action: object) -> None:
+        """NOT_FOUND (as the spec asks) for an entry pointing at a member or group not inserted yet."""
+        switch = self._switch()
+        if isinstance(action, engine.MemberRef):
+            profile = pipe.index.profile(table.implementation_id).name
+            if all(m.member_id != action.member_id for m in switch.members(profile)):
+                raise not_found(f"member {action.member_id} of {profile} does not exist")
+        elif isinstance(action, engine.GroupRef):
+            profile = pipe.index.profile(table.implementation_id).name
+            if all(g.group_id != action.group_id for g in switch.groups(profile)):
+                raise not_found(f"group {action.group_id} of {profile} does not exist")
 
     def _write_default(self, pipe: Pipeline, kind: int, table: Table, msg: p4r.TableEntry) -> None:
         codec.decode_key(pipe.index, msg)

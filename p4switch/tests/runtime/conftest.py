@@ -10,9 +10,9 @@ from p4switch.tests.runtime import harness
 
 
 @pytest.fixture(scope="session")
-def l2fwd() -> harness.Program:
-    """The one-table L2 forwarder (p4switch/tests/programs/l2fwd.p4) as checked in."""
-    return harness.checked_in_program("l2fwd")
+def l2fwd(tmp_path_factory: pytest.TempPathFactory) -> harness.Program:
+    """The one-table L2 forwarder (p4switch/tests/programs/l2fwd.p4), compiled by p4switch-cc."""
+    return harness.compile_program(harness.SHARED_PROGRAMS / "l2fwd.p4", tmp_path_factory.mktemp("l2fwd"))
 
 
 @pytest.fixture

@@ -23,11 +23,15 @@ import grpc
 from finsy.proto import U128, p4i, p4r, p4r_grpc, rpc_status
 from google.protobuf import text_format
 
+from p4switch.engine import api as engine
+from p4switch.runtime import codec
 from p4switch.runtime.device import Device
+from p4switch.runtime.p4info import P4InfoIndex, Table
 from p4switch.runtime.server import P4RuntimeService, serve
 
 HERE = Path(__file__).parent
 PROGRAMS = HERE / "programs"
+"""the runtime tests' own P4 programs"""
 SHARED_PROGRAMS = HERE.parent / "programs"
 VENV_BIN = Path(sys.executable).parent
 DEVICE_ID = 1
@@ -65,12 +69,37 @@ class Program:
         return next(int(m.id) for m in cpm.metadata if m.name == name)
 
 
-def checked_in_program(name: str) -> Program:
-    """A program whose IR JSON is checked in (tests/programs/NAME.json) with its P4Info (programs/)."""
-    json_path = SHARED_PROGRAMS / f"{name}.json"
-    p4info_path = PROGRAMS / f"{name}.p4info.txtpb"
-    p4info = text_format.Parse(p4info_path.read_text(), p4i.P4Info())
-    return Program(json_path.read_bytes(), p4info, json_path, p4info_path)
+class Builder:
+    """P4Runtime entities from names and engine values, with the program's ids and canonical byte
+    strings (the runtime's own codec, so tests state entries the way the engine API does)."""
+
+    def __init__(self, program: Program) -> None:
+        self.program = program
+        self.index = P4InfoIndex.build(program.p4info)
+
+    def table(self, name: str) -> Table:
+        return next(t for t in self.index.tables.values() if t.name == name)
+
+    def action(self, name: str, **params: int) -> p4r.Action:
+        return codec.encode_action(self.index, engine.ActionCall(name, params))
+
+    def table_entry(self, table: str, match: dict[str, engine.Match] | None = None,
+                    action: engine.ActionCall | engine.MemberRef | engine.GroupRef | None = None,
+                    priority: int = 0, default: bool = False) -> p4r.TableEntry:
+        info = self.table(table)
+        entry = p4r.TableEntry(table_id=info.id, priority=priority, is_default_action=default)
+        entry.match.extend(codec.encode_match(info, match or {}))
+        match action:
+            case engine.MemberRef(member_id):
+                entry.action.action_profile_member_id = member_id
+            case engine.GroupRef(group_id):
+                entry.action.action_profile_group_id = group_id
+            case engine.ActionCall():
+                entry.action.action.CopyFrom(codec.encode_action(self.index, action))
+        return entry
+
+    def id(self, kind: str, name: str) -> int:
+        return self.program.name_to_id(kind, name)
 
 
 _compiled: dict[Path, Program] = {}
@@ -190,6 +219,15 @@ class StreamClient:
                 raise item
             if item.WhichOneof("update") == kind:
                 return item
+
+    def collect(self, kind: str, wait: float = 0.3) -> list[p4r.StreamMessageResponse]:
+        """Every response of ``kind`` until none comes for ``wait`` seconds."""
+        found = []
+        while True:
+            try:
+                found.append(self.next(kind, timeout=wait))
+            except queue.Empty:
+                return found
 
     def no_message(self, kind: str, wait: float = 0.3) -> bool:
         try:

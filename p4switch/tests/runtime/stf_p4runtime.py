@@ -1,0 +1,190 @@
+"""Runs a conformance case file (p4switch/stf.py format) through a real `p4switch` process: every table,
+profile, PRE, meter and register command becomes a P4Runtime Write (ids and byte strings from the
+P4Info, as a controller would do), packets go in and out of veth interfaces, counters, registers and
+digests are read back over P4Runtime. Commands that need the engine's insides (``clock``,
+``check_stat``) are left to the in-process driver and skipped here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from finsy.proto import p4d, p4i, p4r
+
+from p4switch import stf
+from p4switch.engine import api as engine
+from p4switch.runtime import codec
+from p4switch.runtime.p4info import P4InfoIndex
+from p4switch.tests.runtime.harness import Builder, Program, RawPort, StreamClient, update
+
+INSERT, MODIFY = p4r.Update.INSERT, p4r.Update.MODIFY
+IN_PROCESS_ONLY = {"clock", "check_stat"}
+_KINDS: dict[int, str] = {
+    p4i.MatchField.EXACT: "exact", p4i.MatchField.TERNARY: "ternary", p4i.MatchField.LPM: "lpm",
+    p4i.MatchField.RANGE: "range", p4i.MatchField.OPTIONAL: "optional"}
+
+
+def ports_used(commands: list[stf.Command]) -> set[int]:
+    """Switch ports a case sends on, expects on or replicates to."""
+    used = {c.port for c in commands if c.kind in ("packet", "expect")}
+    for cmd in commands:
+        used.update(port for port, _ in cmd.replicas)
+    return used
+
+
+@dataclass
+class StfRun:
+    """One case against a switch whose ports are ``hosts`` (port number -> host side of its veth)."""
+
+    program: Program
+    client: StreamClient
+    hosts: dict[int, RawPort]
+    builder: Builder = field(init=False)
+    index: P4InfoIndex = field(init=False)
+    entries: list[p4r.TableEntry] = field(default_factory=list)
+    expected: dict[int, list[str]] = field(default_factory=dict)
+    digests: list[p4r.DigestList] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.builder = Builder(self.program)
+        self.index = self.builder.index
+
+    def run(self, commands: list[stf.Command]) -> list[str]:
+        self.client.set_pipeline(self.program)
+        for digest in self.index.digests.values():
+            config = p4r.DigestEntry.Config(max_timeout_ns=0, max_list_size=1, ack_timeout_ns=0)
+            entry = p4r.DigestEntry(digest_id=digest.id, config=config)
+            self.client.write(update(INSERT, digest_entry=entry))
+        for cmd in commands:
+            if cmd.kind not in IN_PROCESS_ONLY:
+                getattr(self, f"do_{cmd.kind}")(cmd)
+        self.check_frames()
+        return self.failures
+
+    # ----------------------------------------------------------------------------- writes
+    def do_add(self, cmd: stf.Command) -> None:
+        table = self.builder.table(cmd.table)
+        by_name = {f.name: f for f in table.fields.values()}
+        match = {name: stf.coerce(m, _KINDS[by_name[name].match_type], by_name[name].bitwidth)
+                 for name, m in cmd.match.items()}
+        entry = self.builder.table_entry(cmd.table, match, cmd.action, cmd.priority)
+        self.client.write(update(INSERT, table_entry=entry))
+        self.entries.append(entry)
+
+    def do_setdefault(self, cmd: stf.Command) -> None:
+        entry = self.builder.table_entry(cmd.table, action=cmd.action, default=True)
+        self.client.write(update(MODIFY, table_entry=entry))
+
+    def profile_id(self, name: str) -> int:
+        return next(p.id for p in self.index.profiles.values() if p.name == name)
+
+    def do_member(self, cmd: stf.Command) -> None:
+        assert isinstance(cmd.action, engine.ActionCall)
+        member = p4r.ActionProfileMember(action_profile_id=self.profile_id(cmd.name), member_id=cmd.index,
+                                         action=codec.encode_action(self.index, cmd.action))
+        self.client.write(update(INSERT, action_profile_member=member))
+
+    def do_group(self, cmd: stf.Command) -> None:
+        group = p4r.ActionProfileGroup(action_profile_id=self.profile_id(cmd.name), group_id=cmd.index)
+        for member_id, weight in cmd.members:
+            group.members.add(member_id=member_id, weight=weight)
+        self.client.write(update(INSERT, action_profile_group=group))
+
+    def do_mcast(self, cmd: stf.Command) -> None:
+        group = p4r.MulticastGroupEntry(multicast_group_id=cmd.index)
+        for port, rid in cmd.replicas:
+            group.replicas.add(port=codec.encode_uint(port), instance=rid)
+        self.client.write(update(INSERT, packet_replication_engine_entry=p4r.PacketReplicationEngineEntry(
+            multicast_group_entry=group)))
+
+    def do_clone_session(self, cmd: stf.Command) -> None:
+        session = p4r.CloneSessionEntry(session_id=cmd.index, packet_length_bytes=cmd.truncate)
+        for port, rid in cmd.replicas:
+            session.replicas.add(port=codec.encode_uint(port), instance=rid)
+        self.client.write(update(INSERT, packet_replication_engine_entry=p4r.PacketReplicationEngineEntry(
+            clone_session_entry=session)))
+
+    def do_meter(self, cmd: stf.Command) -> None:
+        assert cmd.meter is not None
+        meter_id = next(m.id for m in self.index.meters.values() if m.name == cmd.name)
+        self.client.write(update(MODIFY, meter_entry=p4r.MeterEntry(
+            meter_id=meter_id, index=p4r.Index(index=cmd.index),
+            config=codec.encode_meter_config(cmd.meter))))
+
+    def do_direct_meter(self, cmd: stf.Command) -> None:
+        assert cmd.meter is not None
+        self.client.write(update(MODIFY, direct_meter_entry=p4r.DirectMeterEntry(
+            table_entry=self.entries[cmd.index - 1], config=codec.encode_meter_config(cmd.meter))))
+
+    def register_id(self, name: str) -> int:
+        return next(r.id for r in self.index.registers.values() if r.name == name)
+
+    def do_register_write(self, cmd: stf.Command) -> None:
+        self.client.write(update(MODIFY, register_entry=p4r.RegisterEntry(
+            register_id=self.register_id(cmd.name), index=p4r.Index(index=cmd.index),
+            data=p4d.P4Data(bitstring=codec.encode_uint(cmd.values["value"])))))
+
+    # ------------------------------------------------------------------------- packets
+    def do_packet(self, cmd: stf.Command) -> None:
+        self.hosts[cmd.port].send(cmd.data)
+
+    def do_expect(self, cmd: stf.Command) -> None:
+        self.expected.setdefault(cmd.port, []).append(cmd.pattern)
+
+    def check_frames(self) -> None:
+        """Every port gets exactly the frames expected on it, in order."""
+        for port, host in self.hosts.items():
+            wanted = self.expected.get(port, [])
+            got: list[bytes] = []
+            while (frame := host.receive(timeout=1.0 if len(got) < len(wanted) else 0.2)) is not None:
+                got.append(frame)
+            for i, pattern in enumerate(wanted):
+                if i >= len(got):
+                    self.failures.append(f"port {port}: expected frame {pattern} did not come")
+                elif not stf.frame_matches(pattern, got[i]):
+                    self.failures.append(f"port {port}: got {got[i].hex()}, expected {pattern}")
+            for extra in got[len(wanted):]:
+                self.failures.append(f"port {port}: unexpected frame {extra.hex()}")
+
+    # -------------------------------------------------------------------------- checks
+    def do_check_counter(self, cmd: stf.Command) -> None:
+        self.check_frames()  # counters are read once the frames have gone through
+        counter_id = next(c.id for c in self.index.counters.values() if c.name == cmd.name)
+        [entity] = self.client.read(p4r.Entity(counter_entry=p4r.CounterEntry(
+            counter_id=counter_id, index=p4r.Index(index=cmd.index))))
+        self.check_counts(cmd, entity.counter_entry.data)
+
+    def do_check_direct_counter(self, cmd: stf.Command) -> None:
+        self.check_frames()
+        [entity] = self.client.read(p4r.Entity(direct_counter_entry=p4r.DirectCounterEntry(
+            table_entry=self.entries[cmd.index - 1])))
+        self.check_counts(cmd, entity.direct_counter_entry.data)
+
+    def check_counts(self, cmd: stf.Command, data: p4r.CounterData) -> None:
+        got = {"packets": data.packet_count, "bytes": data.byte_count}
+        for key, value in cmd.values.items():
+            if got[key] != value:
+                self.failures.append(f"line {cmd.line}: {cmd.name}[{cmd.index}] {key} = {got[key]}, "
+                                     f"expected {value}")
+
+    def do_check_register(self, cmd: stf.Command) -> None:
+        self.check_frames()
+        [entity] = self.client.read(p4r.Entity(register_entry=p4r.RegisterEntry(
+            register_id=self.register_id(cmd.name), index=p4r.Index(index=cmd.index))))
+        value = int.from_bytes(entity.register_entry.data.bitstring, "big")
+        if value != cmd.values["value"]:
+            self.failures.append(f"line {cmd.line}: {cmd.name}[{cmd.index}] = {value}, "
+                                 f"expected {cmd.values['value']}")
+
+    def do_check_digest(self, cmd: stf.Command) -> None:
+        self.check_frames()
+        info = self.index.digest(self.index.digest_ids[cmd.name])
+        self.digests += [m.digest for m in self.client.collect("digest", wait=0.5)]
+        for digest in self.digests:
+            for data in digest.data:
+                members = data.struct.members if data.HasField("struct") else [data]
+                values = {f.name: int.from_bytes(m.bitstring, "big")
+                          for f, m in zip(info.members, members, strict=False)}
+                if all(values.get(k) == v for k, v in cmd.values.items()):
+                    return
+        self.failures.append(f"line {cmd.line}: no digest {cmd.name} with {cmd.values}")
