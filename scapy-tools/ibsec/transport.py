@@ -37,6 +37,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from cryptography.exceptions import InvalidTag
@@ -220,10 +221,7 @@ class NonceCounter:
     def claim(self, base: int, psn: int) -> int:
         """Reserve and return the extended PSN for wire PSN ``psn`` on the stream ``base``."""
         with self._lock:
-            following = self._next.get(base)
-            if following is None:
-                self._check_disjoint(base)
-                following = 0
+            following = self._register(base)
             epsn = reconstruct_epsn(psn, following)
             if epsn < following:
                 raise NonceReuse(f"PSN {psn:#08x} is behind the stream (next extended PSN {following:#x})")
@@ -232,18 +230,27 @@ class NonceCounter:
             self._next[base] = epsn + 1
             return epsn
 
-    def reserve(self, base: int) -> None:
-        """Keep a stream this process never seals on (the peer's) out of reach of local streams."""
+    def register(self, *bases: int) -> None:
+        """Make streams known before they seal (or ones the peer seals on): all of them or, if any could
+        meet a known stream or each other, none (:class:`NonceReuse`)."""
         with self._lock:
-            if base not in self._next:
-                self._check_disjoint(base)
-                self._next[base] = EPSN_LIMIT
+            new = [base for base in dict.fromkeys(bases) if base not in self._next]
+            for index, base in enumerate(new):
+                self._check_disjoint(base, list(self._next) + new[:index])
+            self._next.update(dict.fromkeys(new, 0))
 
-    def _check_disjoint(self, base: int) -> None:
-        for other in self._next:
-            if (base ^ other) >> 63 == 0:
-                raise NonceReuse("this N0 could produce the nonces of another stream under the same key: "
-                                 "choose a new N0")
+    def _register(self, base: int) -> int:
+        following = self._next.get(base)
+        if following is None:
+            self._check_disjoint(base, self._next)
+            following = self._next[base] = 0
+        return following
+
+    @staticmethod
+    def _check_disjoint(base: int, others: Iterable[int]) -> None:
+        if any((base ^ other) >> 63 == 0 for other in others):
+            raise NonceReuse("this N0 could produce the nonces of another stream under the same key: "
+                             "choose a new N0")
 
 
 _COUNTERS: dict[bytes, NonceCounter] = {}
@@ -255,6 +262,19 @@ def nonce_counter(key: bytes) -> NonceCounter:
     fingerprint = hashlib.blake2b(b"ibsec nonce counter", key=_check_key(key), digest_size=16).digest()
     with _COUNTERS_LOCK:
         return _COUNTERS.setdefault(fingerprint, NonceCounter())
+
+
+def register_streams(key: bytes, sender: Sender, *receivers: Receiver) -> None:
+    """At connection set-up: make every nonce stream of the connection known to the key's counter.
+
+    Registers the sender's streams and the peer's (the receivers'), requests and responses alike, so an
+    N0 that could repeat a nonce of any other stream under ``key`` is refused now (:class:`NonceReuse`:
+    agree on a new N0) rather than at the first packet. With per-direction N0s this is what makes the two
+    directions disjoint for sure; the direction bit alone separates them only when both share one N0.
+    """
+    ends = [(sender.n0, sender.direction)] + [(r.n0, r.direction) for r in receivers]
+    nonce_counter(key).register(*(stream_base(n0, direction, response)
+                                  for n0, direction in ends for response in (False, True)))
 
 
 # ---- per-connection contexts -----------------------------------------------------------------------------

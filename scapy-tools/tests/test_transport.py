@@ -289,11 +289,20 @@ def test_sender_refuses_repeats_and_colliding_streams() -> None:
     near = bytes(sender.n0[:-1]) + bytes([sender.n0[-1] ^ 1])
     with pytest.raises(transport.NonceReuse, match="choose a new N0"):
         transport.seal(frame(0), key, Sender(Mode.STH_AEAD, near))
-    peer = transport.stream_base(os.urandom(12), 1)
-    transport.nonce_counter(key).reserve(peer)
-    clash = (peer ^ 5).to_bytes(12, "big")  # at direction 0 its nonces would meet the peer's
-    with pytest.raises(transport.NonceReuse):
-        transport.seal(frame(0), key, Sender(Mode.STH_AEAD, clash))
+
+
+def test_connection_set_up_refuses_n0s_whose_streams_could_meet() -> None:
+    key, peer_n0 = os.urandom(16), os.urandom(12)
+    peer = Receiver(Mode.STH_AEAD, Service.RC, peer_n0, direction=1)  # what the peer seals with
+    clash = (int.from_bytes(peer_n0, "big") ^ (1 << 63) ^ 5).to_bytes(12, "big")  # at d=0 meets it
+    with pytest.raises(transport.NonceReuse, match="choose a new N0"):
+        transport.register_streams(key, Sender(Mode.STH_AEAD, clash, direction=0), peer)
+    ours = Sender(Mode.STH_AEAD, os.urandom(12), direction=0)
+    transport.register_streams(key, ours, peer)
+    transport.register_streams(key, ours, peer)  # idempotent
+    # both ends in one process (e.g. two adapters in a test) still seal normally on their streams
+    transport.seal(frame(0), key, ours)
+    transport.seal(frame(0), key, Sender(Mode.STH_AEAD, peer_n0, direction=1))
 
 
 _REAL_AESGCM = transport.AESGCM
