@@ -93,7 +93,7 @@ class InProcessRun:
                 byte_count, packets = sw.direct_counter_read(*self.numbered(cmd.index))
             got = {"packets": packets, "bytes": byte_count}
             for key, value in cmd.values.items():
-                assert got[key] == value, f"{where}: {cmd.name}[{cmd.index}] {key} = {got[key]}, expected {value}"
+                assert got[key] == value, f"{where}: {cmd.name}[{cmd.index}] {key} = {got[key]}, not {value}"
         elif cmd.kind == "check_register":
             value = sw.register_read(cmd.name, cmd.index)
             assert value == cmd.values["value"], f"{where}: {cmd.name}[{cmd.index}] = {value}"
