@@ -133,7 +133,9 @@ class Preprocessor:
             raise type_error(where, f"cannot read {path}: {exc.strerror}") from None
         name = str(path)
         lines = _strip_comments(text).split("\n")
-        stack: list[tuple[bool, bool, bool]] = []  # (this branch active, some branch taken, parent active)
+        stack: list[
+            tuple[bool, bool, bool, Pos]
+        ] = []  # (branch active, some branch taken, parent active, #if)
         i = 0
         while i < len(lines):
             start = i
@@ -157,22 +159,28 @@ class Preprocessor:
                 for k in range(start, i):
                     self._emit("", name, k + 1)
         if stack:
-            raise type_error(Pos(name, len(lines), 1), "unterminated #if/#ifdef at end of file")
+            raise type_error(stack[-1][3], "unterminated #if/#ifdef at end of file")
         self._depth -= 1
 
     def _directive(
-        self, word: str, rest: str, pos: Pos, path: Path, stack: list[tuple[bool, bool, bool]], active: bool
+        self,
+        word: str,
+        rest: str,
+        pos: Pos,
+        path: Path,
+        stack: list[tuple[bool, bool, bool, Pos]],
+        active: bool,
     ) -> None:
         rest = rest.strip()
         if word in ("ifdef", "ifndef", "if"):
             cond = active and self._condition(word, rest, pos)
-            stack.append((cond, cond, active))
+            stack.append((cond, cond, active, pos))
         elif word in ("elif", "else"):
             if not stack:
                 raise type_error(pos, f"#{word} without #if")
-            _, taken, parent = stack.pop()
+            _, taken, parent, opened = stack.pop()
             cond = parent and not taken and (word == "else" or self._condition("if", rest, pos))
-            stack.append((cond, taken or cond, parent))
+            stack.append((cond, taken or cond, parent, opened))
         elif word == "endif":
             if not stack:
                 raise type_error(pos, "#endif without #if")

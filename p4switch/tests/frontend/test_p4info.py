@@ -1,0 +1,202 @@
+"""P4Info as p4c writes it: prefixed ids (p4c's hash or @id), qualified names, every object."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from finsy.proto import p4i
+from google.protobuf import text_format
+
+from p4switch.frontend.cli import Compiled, compile_file
+from p4switch.frontend.p4info import aliases, name_hash
+from p4switch.tests.frontend.conftest import PROGRAMS
+
+
+def by_name(items: Any) -> dict[str, Any]:
+    return {item.preamble.name: item for item in items}
+
+
+def test_l2fwd_field_by_field(l2fwd: Compiled) -> None:
+    info = l2fwd.p4info
+    assert info.pkg_info.arch == "v1model"
+    (table,) = info.tables
+    assert table.preamble.name == "L2Ingress.dmac"
+    assert table.preamble.alias == "dmac"
+    assert table.preamble.id >> 24 == 0x02
+    (field,) = table.match_fields
+    assert (field.id, field.name, field.bitwidth, field.match_type) == (
+        1,
+        "hdr.ethernet.dst_addr",
+        48,
+        p4i.MatchField.EXACT,
+    )
+    actions = by_name(info.actions)
+    assert sorted(actions) == ["L2Ingress.drop", "L2Ingress.forward"]
+    assert [r.id for r in table.action_refs] == [
+        actions["L2Ingress.forward"].preamble.id,
+        actions["L2Ingress.drop"].preamble.id,
+    ]
+    assert all(r.scope == p4i.ActionRef.TABLE_AND_DEFAULT for r in table.action_refs)
+    assert table.size == 1024 and not table.const_default_action_id and not table.is_const_table
+    (param,) = actions["L2Ingress.forward"].params
+    assert (param.id, param.name, param.bitwidth) == (1, "port", 9)
+    assert all(a.preamble.id >> 24 == 0x01 for a in info.actions)
+
+
+def test_committed_l2fwd_outputs_are_current(l2fwd: Compiled) -> None:
+    """The checked-in l2fwd.json / .p4info.txtpb (used by the engine and runtime tests) match the compiler."""
+    committed = text_format.Parse((PROGRAMS / "l2fwd.p4info.txtpb").read_text(), p4i.P4Info())
+    assert committed == l2fwd.p4info
+    ir = l2fwd.ir
+    assert ir["tables"][0]["p4info_id"] == l2fwd.p4info.tables[0].preamble.id
+    assert (PROGRAMS / "l2fwd.json").read_text().replace(
+        '"src": "l2fwd.p4', '"src": "X'
+    ) == l2fwd.ir_json().replace(f'"src": "{PROGRAMS}/l2fwd.p4', '"src": "X')
+
+
+def test_ids_match_p4c_for_the_tutorial_names() -> None:
+    """p4c's ids of basic.p4 in the p4lang tutorials: the same names must give the same ids."""
+    info = compile_file(PROGRAMS / "basic_router.p4").p4info
+    assert by_name(info.tables)["MyIngress.ipv4_lpm"].preamble.id == 37375156
+    actions = by_name(info.actions)
+    assert actions["MyIngress.ipv4_forward"].preamble.id == 28792405  # @name("ipv4_forward") honoured
+    assert actions["MyIngress.drop"].preamble.id == 25652968
+    assert actions["NoAction"].preamble.id == 21257015
+
+
+def test_ids_are_stable_across_runs() -> None:
+    first = compile_file(PROGRAMS / "features.p4").p4info_text()
+    second = compile_file(PROGRAMS / "features.p4").p4info_text()
+    assert first == second
+
+
+def test_every_resource_has_its_prefix(features: Compiled) -> None:
+    info = features.p4info
+    groups = [
+        (info.tables, 0x02),
+        (info.actions, 0x01),
+        (info.action_profiles, 0x11),
+        (info.counters, 0x12),
+        (info.direct_counters, 0x13),
+        (info.meters, 0x14),
+        (info.direct_meters, 0x15),
+        (info.registers, 0x16),
+        (info.digests, 0x17),
+        (info.controller_packet_metadata, 0x04),
+    ]
+    seen = set()
+    for items, prefix in groups:
+        for item in items:
+            assert item.preamble.id >> 24 == prefix, item.preamble.name
+            seen.add(item.preamble.id)
+    assert len(seen) == sum(len(items) for items, _ in groups)
+    assert [len(items) for items, _ in groups] == [4, 6, 2, 1, 0, 1, 1, 1, 1, 2]
+
+
+def test_id_annotation_is_honoured(features: Compiled) -> None:
+    info = features.p4info
+    assert by_name(info.actions)["FIngress.drop"].preamble.id == 0x01000042
+    assert by_name(info.counters)["FIngress.stats.per_port"].preamble.id == 0x12000007  # prefix added
+
+
+def test_names_are_fully_qualified(features: Compiled) -> None:
+    info = features.p4info
+    assert sorted(by_name(info.tables)) == [
+        "FIngress.acl",
+        "FIngress.ecmp",
+        "FIngress.l2",
+        "FIngress.learned",
+    ]
+    assert "global_learn" in by_name(info.actions)  # @name(".global_learn"): top level
+    assert "FIngress.stats.per_port" in by_name(info.counters)  # sub-control instance path
+    assert by_name(info.counters)["FIngress.stats.per_port"].preamble.alias == "per_port"
+
+
+def test_tables_in_detail(features: Compiled) -> None:
+    info = features.p4info
+    tables, actions = by_name(info.tables), by_name(info.actions)
+    ids = {name: a.preamble.id for name, a in actions.items()}
+    profiles = by_name(info.action_profiles)
+    acl = tables["FIngress.acl"]
+    assert [(f.name, f.bitwidth, f.match_type) for f in acl.match_fields] == [
+        ("sm.ingress_port", 9, p4i.MatchField.TERNARY),
+        ("hdr.ethernet.ether_type", 16, p4i.MatchField.RANGE),
+        ("hdr.ethernet.dst", 48, p4i.MatchField.LPM),
+    ]
+    scopes = {r.id: (r.scope, list(r.annotations)) for r in acl.action_refs}
+    assert scopes[ids["FIngress.to_cpu"]] == (p4i.ActionRef.TABLE_ONLY, ["@tableonly"])
+    assert scopes[ids["NoAction"]] == (p4i.ActionRef.DEFAULT_ONLY, ["@defaultonly"])
+    assert acl.const_default_action_id == ids["NoAction"]
+    assert list(acl.direct_resource_ids) == [by_name(info.direct_meters)["FIngress.acl_meter"].preamble.id]
+    assert acl.has_initial_entries and not acl.is_const_table
+    ecmp = tables["FIngress.ecmp"]
+    assert [f.name for f in ecmp.match_fields] == ["hdr.ethernet.dst"]  # selector keys are not match fields
+    assert ecmp.match_fields[0].match_type == p4i.MatchField.OPTIONAL
+    selector = profiles["FIngress.ecmp_action_selector"]
+    assert ecmp.implementation_id == selector.preamble.id
+    assert selector.with_selector and selector.size == 64 and list(selector.table_ids) == [ecmp.preamble.id]
+    l2_profile = profiles["FIngress.l2_profile"]
+    assert not l2_profile.with_selector and l2_profile.size == 128
+    assert tables["FIngress.l2"].implementation_id == l2_profile.preamble.id
+    assert tables["FIngress.learned"].idle_timeout_behavior == p4i.Table.NOTIFY_CONTROL
+
+
+def test_const_entries_make_a_const_table() -> None:
+    info = compile_file(PROGRAMS / "basic_router.p4").p4info
+    tables = by_name(info.tables)
+    assert tables["MyIngress.dscp_class"].is_const_table
+    assert [f.name for f in tables["MyIngress.dscp_class"].match_fields] == ["dscp", "hdr.ipv4.protocol"]
+    direct = by_name(info.direct_counters)["MyIngress.lpm_hits"]
+    assert direct.direct_table_id == tables["MyIngress.ipv4_lpm"].preamble.id
+    assert direct.spec.unit == p4i.CounterSpec.PACKETS
+    counter = by_name(info.counters)["MyIngress.rx_port_counter"]
+    assert (counter.size, counter.spec.unit) == (512, p4i.CounterSpec.BOTH)
+
+
+def test_externs_digests_and_packet_metadata(features: Compiled) -> None:
+    info = features.p4info
+    meter = by_name(info.meters)["FIngress.port_meter"]
+    assert (meter.size, meter.spec.unit) == (16, p4i.MeterSpec.PACKETS)
+    assert by_name(info.direct_meters)["FIngress.acl_meter"].spec.unit == p4i.MeterSpec.BYTES
+    register = by_name(info.registers)["FIngress.last_value"]
+    assert (register.size, register.type_spec.bitstring.bit.bitwidth) == (64, 16)
+    digest = by_name(info.digests)["learn_t"]
+    assert digest.type_spec.struct.name == "learn_t"
+    members = info.type_info.structs["learn_t"].members
+    assert [(m.name, m.type_spec.bitstring.bit.bitwidth) for m in members] == [("src", 48), ("port", 9)]
+    cpm = by_name(info.controller_packet_metadata)
+    # p4c hashes the header type name: these are the ids p4c gives packet_in_t / packet_out_t
+    assert cpm["packet_in"].preamble.id == 80671331
+    assert cpm["packet_out"].preamble.id == 75327753
+    assert [(m.id, m.name, m.bitwidth) for m in cpm["packet_in"].metadata] == [
+        (1, "ingress_port", 9),
+        (2, "_pad", 7),
+    ]
+    assert list(cpm["packet_in"].preamble.annotations) == ['@controller_header("packet_in")']
+
+
+def test_colliding_ids_are_probed(ingress: Callable[[str], Compiled]) -> None:
+    """Two names whose hash collides still get distinct ids (p4c probes upwards)."""
+    low = name_hash("I.a") & 0xFFFFFF
+    prog = ingress(f"""    @id({low}) action taken() {{ }}
+    action a() {{ }}
+    table t {{ key = {{ hdr.eth.dst: exact; }} actions = {{ a; taken; }} }}
+    apply {{ t.apply(); }}""")
+    actions = by_name(prog.p4info.actions)
+    assert actions["I.taken"].preamble.id == 0x01000000 | low
+    assert actions["I.a"].preamble.id == 0x01000000 | (low + 1)
+
+
+def test_aliases_are_the_shortest_unique_suffix() -> None:
+    names = ["Ingress.drop", "Egress.drop", "Ingress.routing.routes", "NoAction"]
+    assert aliases(names) == {
+        "Ingress.drop": "Ingress.drop",
+        "Egress.drop": "Egress.drop",
+        "Ingress.routing.routes": "routes",
+        "NoAction": "NoAction",
+    }
+
+
+def test_p4info_text_parses_back(features: Compiled) -> None:
+    assert text_format.Parse(features.p4info_text(), p4i.P4Info()) == features.p4info
