@@ -103,11 +103,14 @@ class P4RuntimeTest(BaseTest):
     # ---- packet I/O -------------------------------------------------------------------------------------
 
     def send_packet_out(self, payload: bytes, **metadata: int) -> None:
-        """A PacketOut with packet_out header fields given by name."""
+        """A PacketOut with packet_out header fields given by name; the others (padding) are zero."""
+        header = self.p4info.entity("controller_packet_metadata", "packet_out")
+        unknown = set(metadata) - {m.name for m in header.metadata}
+        if unknown:
+            raise KeyError(f"packet_out has no fields {sorted(unknown)}")
         self.client.packet_out(payload, [
-            p4r.PacketMetadata(metadata_id=(info := self.p4info.packet_metadata("packet_out", key)).id,
-                               value=encode(value, info.bitwidth))
-            for key, value in metadata.items()])
+            p4r.PacketMetadata(metadata_id=m.id, value=encode(metadata.get(m.name, 0), m.bitwidth))
+            for m in header.metadata])
 
     def packet_in_metadata(self, packet_in: Any) -> dict[str, int]:
         """The packet_in header fields of a PacketIn, by name."""
