@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import errno
 import hmac
 import json
 import os
@@ -147,6 +148,8 @@ def unwrap_key(kek: Key, blob: bytes, type: KeyType, owner: Sequence[int]) -> Ke
         raise KeyWrapError(f"wrapped key has type {btype}, expected {type.name} ({int(type)})")
     if key_len not in KEY_LENGTHS or reserved:
         raise KeyWrapError("malformed wrap header")
+    if any(not 0 <= oid < 1 << (8 * OWNER_ID_LEN) for oid in owner):
+        raise KeyWrapError(f"owner ids of a {type.name} key must be 0 .. 2^128-1")
     nonce = blob[WRAP_HEADER_LEN : WRAP_HEADER_LEN + WRAP_NONCE_LEN]
     try:
         padded = AESGCM(kek.material).decrypt(
@@ -481,7 +484,12 @@ def read_key_file(path: str | os.PathLike[str]) -> list[Key]:
     user, or malformed; the error names the path and the mode, never the content.
     """
     target = os.fspath(path)
-    fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW)
+    try:
+        fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise KeyFileError(f"key file {target} is a symbolic link; refusing to follow it") from None
+        raise
     with os.fdopen(fd, "rb") as file:
         _check_key_file(fd, target)
         raw = file.read()

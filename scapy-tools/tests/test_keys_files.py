@@ -69,6 +69,13 @@ def test_file_of_another_user_refused(tmp_path: Path) -> None:
         read_key_file(path)
 
 
+def test_symlink_refused(tmp_path: Path) -> None:
+    write_key_file(tmp_path / "real", [Key.generate(KeyType.SM_SK)])
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    with pytest.raises(KeyFileError, match="symbolic link"):
+        read_key_file(tmp_path / "link")
+
+
 @pytest.mark.parametrize(
     "content",
     [b"not json", b'{"format": "other", "version": 1, "keys": []}', b'{"format": "ibsec-keys", "version": 1,'

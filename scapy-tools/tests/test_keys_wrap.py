@@ -47,6 +47,13 @@ def test_wrong_context_fails(kek: Key, type: KeyType, owner: tuple[int, ...]) ->
         unwrap_key(kek, wrap_key(KEK, key), type, owner)
 
 
+def test_out_of_range_owner_fails_typed() -> None:
+    blob = wrap_key(KEK, Key.generate(KeyType.P_SK, PARTITION))
+    for owner in [(-1,), (1 << 128,)]:
+        with pytest.raises(KeyWrapError):
+            unwrap_key(KEK, blob, KeyType.P_SK, owner)
+
+
 def test_wrong_length_fails() -> None:
     blob = wrap_key(KEK, Key.generate(KeyType.P_SK, PARTITION))
     for bad in (blob[:-1], blob + b"\0", b""):
