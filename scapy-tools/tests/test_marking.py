@@ -175,6 +175,8 @@ def _corner_walk(layout: DdpmLayout) -> int:
         (Kind.TORUS, 3, 0, 2**11),
         (Kind.MESH, 2, 4, 2**16),  # with the 4-bit host port field the sizes shrink
         (Kind.MESH, 3, 4, 2**10),
+        (Kind.TORUS, 2, 4, 2**16),
+        (Kind.TORUS, 3, 4, 2**10),
     ],
 )
 def test_table3_largest_mesh_and_torus(kind: Kind, dims: int, host_bits: int, size: int) -> None:
