@@ -42,6 +42,19 @@ def _check_mf(mf: int) -> None:
         raise ValueError(f"MF {mf:#x} does not fit in {MF_BITS} bits")
 
 
+@dataclass(frozen=True)
+class PortEntry:
+    """What the SM writes into a switch's port table for one port: the P4 arithmetic's operands.
+
+    Fat-tree down-port: ``mf' = (mf & ~mask) | addend``. DDPM mesh and torus egress port:
+    ``mf' = (mf & ~mask) | ((mf + addend) & mask)``; hypercube: ``mf' = mf ^ addend`` (``mask`` equals
+    ``addend`` there).
+    """
+
+    addend: int
+    mask: int
+
+
 # --------------------------------------------------------------------------------------------------------
 # Port marking (fat trees)
 # --------------------------------------------------------------------------------------------------------
@@ -92,6 +105,22 @@ class FatTreeLayout:
         slot_mask = ((1 << self.slot_bits) - 1) << shift
         mf = (mf & ~slot_mask) | (digit << shift)
         return (mf & ((1 << SLOT_AREA_BITS) - 1)) | (level << SLOT_AREA_BITS)
+
+    def down_port_entry(self, level: int, digit: int) -> PortEntry:
+        """P4 operands of a level-``level`` down-port with ``digit``: ``mf' = (mf & ~mask) | addend``.
+
+        The mask covers the level's slot and the level field (the ``mark_down_port`` action's operands).
+        """
+        self._check_level_digit(level, digit)
+        slot = ((1 << self.slot_bits) - 1) << (level * self.slot_bits)
+        level_field = (MAX_LEVELS - 1) << SLOT_AREA_BITS
+        return PortEntry(addend=self.mark(0, level, digit), mask=slot | level_field)
+
+    @staticmethod
+    def apply(mf: int, entry: PortEntry) -> int:
+        """The switch's arithmetic with a :meth:`down_port_entry` (what the P4 program computes)."""
+        _check_mf(mf)
+        return (mf & ~entry.mask) | entry.addend
 
     def encode(self, marks: Iterable[tuple[int, int]]) -> int:
         """The MF after a path of (level, digit) marks, starting from the leaf's cleared MF."""
@@ -149,18 +178,6 @@ class Kind(enum.Enum):
     MESH = "mesh"
     TORUS = "torus"
     HYPERCUBE = "hypercube"
-
-
-@dataclass(frozen=True)
-class PortEntry:
-    """What the SM writes into a switch's port table for one egress port: the P4 arithmetic's operands.
-
-    Mesh and torus: ``mf' = (mf & ~mask) | ((mf + addend) & mask)``; hypercube: ``mf' = mf ^ addend``
-    (``mask`` equals ``addend`` there).
-    """
-
-    addend: int
-    mask: int
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,14 @@ def test_turnaround_below_the_top_takes_the_upper_digits_from_the_destination() 
     assert tree.decode(mf, destination=node4) == node6
 
 
+@given(st.data(), st.integers(2, 64), st.integers(0, MF_MAX))
+def test_down_port_operands_do_what_mark_does(data: st.DataObject, ports: int, mf: int) -> None:
+    digit = data.draw(st.integers(0, ports - 1))
+    tree = FatTreeLayout(ports, FatTreeLayout(ports, 1).max_levels)
+    for level in range(tree.levels):
+        assert tree.apply(mf, tree.down_port_entry(level, digit)) == tree.mark(mf, level, digit)
+
+
 def test_fat_tree_too_large_names_the_largest_that_fits() -> None:
     expected = r"largest that fits has 5 levels \(64\^5 = 1073741824 hosts\)"
     with pytest.raises(TopologyTooLarge, match=expected):
