@@ -1,0 +1,79 @@
+"""Loading programs: what the engine refuses (with the source position) and the switch lock."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from p4switch.engine.api import ActionCall, Exact, ProgramError, Switch, TableEntry
+from p4switch.engine.switch import V1Switch
+from p4switch.tests.engine.irbuild import PROGRAMS, call, const, goto, program, state, var
+from p4switch.tests.engine.router import router_ir
+
+START = [state("start", [], goto("accept"))]
+SM_VAR = var("standard_metadata", {"k": "struct", "name": "standard_metadata_t"})
+
+
+def test_not_ir_json_is_refused() -> None:
+    with pytest.raises(ProgramError, match="not valid JSON"):
+        Switch.load(b"{nope")
+    with pytest.raises(ProgramError, match="format"):
+        Switch.load(json.dumps({"format": "bmv2"}))
+
+
+@pytest.mark.parametrize("fn", ["resubmit", "recirculate"])
+def test_resubmit_and_recirculate_are_refused_with_their_position(fn: str) -> None:
+    stmt = call(fn, [SM_VAR])
+    stmt["src"] = "prog.p4:12:9"
+    with pytest.raises(ProgramError, match=f"prog.p4:12:9: {fn} is not supported by p4switch"):
+        Switch.load(json.dumps(program({}, [], START, [stmt])))
+
+
+def test_custom_crc_hash_is_refused() -> None:
+    result = {
+        "op": "member",
+        "expr": var("meta", {"k": "struct", "name": "metadata_t"}),
+        "field": "h",
+        "type": {"k": "bit", "w": 16},
+    }
+    stmt = call(
+        "hash",
+        [result, const(0, {"k": "bit", "w": 16}), const(0, {"k": "bit", "w": 32})],
+        algorithm="crc16_custom",
+        data=[],
+    )
+    with pytest.raises(ProgramError, match="crc16_custom is not supported by p4switch"):
+        Switch.load(json.dumps(program({}, [], START, [stmt], metadata=[("h", {"k": "bit", "w": 16})])))
+
+
+def test_table_writes_while_packets_flow_never_half_apply() -> None:
+    """The runtime writes from gRPC threads while the packet thread runs: the lock keeps every lookup
+    consistent (a frame is either forwarded by the entry or dropped by the default, nothing else)."""
+    switch = Switch.load((PROGRAMS / "l2fwd.json").read_bytes())
+    entry = TableEntry({"hdr.ethernet.dst_addr": Exact(2)}, ActionCall("L2Ingress.forward", {"port": 4}))
+    frame = bytes.fromhex("0000000000020000000000010800") + bytes(50)
+    stop = threading.Event()
+    outcomes: set[tuple[int, ...]] = set()
+
+    def packets() -> None:
+        while not stop.is_set():
+            outcomes.add(tuple(port for port, _ in switch.process(1, frame)))
+
+    worker = threading.Thread(target=packets)
+    worker.start()
+    try:
+        for _ in range(300):
+            switch.table_insert("L2Ingress.dmac", entry)
+            switch.table_delete("L2Ingress.dmac", entry)
+    finally:
+        stop.set()
+        worker.join()
+    assert outcomes <= {(4,), ()}
+    assert "internal_error" not in switch.stats
+
+
+def test_generated_source_is_kept_for_debugging() -> None:
+    switch = Switch.load(json.dumps(router_ir()))
+    assert isinstance(switch, V1Switch) and "def PARSER_Parser" in switch.source
