@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from google.protobuf import text_format
+from google.protobuf import json_format, text_format
 
 from p4switch.frontend import p4info
 from p4switch.frontend.elaborate import Elaborator
@@ -35,6 +35,15 @@ class Compiled:
 
     def p4info_text(self) -> str:
         return str(text_format.MessageToString(self.p4info))
+
+    def write_p4info(self, path: Path) -> None:
+        """Write the P4Info in the format p4c picks from the extension: .json, .bin/.pb, else text."""
+        if path.suffix == ".json":
+            path.write_text(json_format.MessageToJson(self.p4info))
+        elif path.suffix in (".bin", ".pb"):
+            path.write_bytes(self.p4info.SerializeToString())
+        else:
+            path.write_text(self.p4info_text())
 
 
 def compile_file(
@@ -63,9 +72,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-D", dest="define", action="append", default=[], help="NAME=VALUE macro definition")
     ap.add_argument("--arch", default="v1model", help="architecture (only v1model)")
     ap.add_argument("--std", default="p4-16", help="language (only p4-16)")
+    ap.add_argument("--p4v", default="16", help="language version, as p4c-bm2-ss (only 16)")
+    ap.add_argument("--target", default="bmv2", help="accepted for p4c compatibility")
     args = ap.parse_args(argv)
-    if args.arch != "v1model" or args.std not in ("p4-16", "p4_16"):
-        print("p4switch-cc: only --arch v1model --std p4-16 are supported by p4switch", file=sys.stderr)
+    if args.arch != "v1model" or args.std not in ("p4-16", "p4_16") or args.p4v != "16":
+        print("p4switch-cc: only --arch v1model and P4_16 are supported by p4switch", file=sys.stderr)
         return 1
     try:
         result = compile_file(args.program, args.include, dict(_define(d) for d in args.define))
@@ -75,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     out = args.output or args.program.with_suffix(".json")
     out.write_text(result.ir_json())
     if args.p4runtime_files:
-        args.p4runtime_files.write_text(result.p4info_text())
+        result.write_p4info(args.p4runtime_files)
     return 0
 
 

@@ -42,6 +42,7 @@ class Sym:
     value: Value | None = None
     tree: PTree | None = None
     control: str | None = None
+    readonly: bool = False  # `in` and action-data parameters
 
 
 @dataclass
@@ -431,7 +432,7 @@ class Elaborator:
             )
             ctx.params.append({"name": pname, "dir": direction, "type": t.json()})
             ctx.used.add(pname)
-            ctx.scopes[-1][pname] = Sym("var", t, pname)
+            ctx.scopes[-1][pname] = Sym("var", t, pname, readonly=direction == "in")
         return ctx
 
     def lower_parser(self, decl: PTree) -> IR:
@@ -529,10 +530,17 @@ class Elaborator:
             "body": body,
         }
 
+    def declared(self, node: Node, ctx: Ctx) -> str:
+        """The name a declaration introduces; refused if the same scope already has it."""
+        name = self.name(node)
+        if name in ctx.scopes[-1]:
+            raise type_error(self.pos(node), f"duplicate declaration of {name}")
+        return name
+
     def local_decl(self, node: PTree, ctx: Ctx) -> list[IR]:
         scope = ctx.scopes[-1]
         if node.data == "action_decl":
-            name = self.name(node.children[1])
+            name = self.declared(node.children[1], ctx)
             scope[name] = Sym(
                 "action",
                 tree=node,
@@ -541,13 +549,13 @@ class Elaborator:
             )
             return []
         if node.data == "table_decl":
-            name = self.name(node.children[1])
+            name = self.declared(node.children[1], ctx)
             fq = self.fq(ctx.prefix, name, self.annos(node.children[0]))
             scope[name] = Sym("table", ir=fq, control=ctx.block)
             self.lower_table(node, fq, ctx)
             return []
         if node.data == "instantiation":
-            name = self.name(node.children[3])
+            name = self.declared(node.children[3], ctx)
             fq = self.fq(ctx.prefix, name, self.annos(node.children[0]))
             t = self.resolve_type(node.children[1])
             if t.k == "block":
@@ -879,7 +887,7 @@ class Elaborator:
             var = pname  # action data params keep their P4Info name; they shadow control variables
             actx.used.add(var)
             act["params"].append({"name": pname, "var": var, "type": t.json()})
-            actx.scopes[-1][pname] = Sym("var", t, var)
+            actx.scopes[-1][pname] = Sym("var", t, var, readonly=True)
         act["body"] = self.block(tree.children[3], actx, new_scope=False)
         actx.scopes.pop()
         actx.sink = saved
@@ -916,7 +924,7 @@ class Elaborator:
             direction = p.children[1].data
             var = self.add_local(ctx, self.name(p.children[3]), t)
             ref = {"op": "var", "name": var, "type": t.json()}
-            scope[self.name(p.children[3])] = Sym("var", t, var)
+            scope[self.name(p.children[3])] = Sym("var", t, var, readonly=direction in ("dir_in", "dir_none"))
             if direction in ("dir_out", "dir_inout"):
                 if not a.lv:
                     raise type_error(self.pos(node), "an out/inout argument must be an lvalue")
@@ -955,13 +963,14 @@ class Elaborator:
         for p, a, node in zip(params, args, nodes, strict=True):
             t = self.resolve_type(p.children[2])
             pname = self.name(p.children[3])
+            readonly = p.children[1].data in ("dir_in", "dir_none")
             if a.lv and a.t == t:
-                scope[pname] = Sym("alias", t, value=a)
+                scope[pname] = Sym("alias", t, value=Value(a.ir, a.t, a.const, lv=not readonly))
                 continue
             if p.children[1].data in ("dir_out", "dir_inout"):
                 raise type_error(self.pos(node), f"argument for {pname} must be an lvalue of type {t}")
             var = self.add_local(ctx, pname, t)
-            scope[pname] = Sym("var", t, var)
+            scope[pname] = Sym("var", t, var, readonly=True)
             lhs = {"op": "var", "name": var, "type": t.json()}
             out.append({"s": "assign", "lhs": lhs, "rhs": self.coerce(a, t, node).ir, "src": str(pos)})
         saved = ctx.scopes, ctx.prefix
@@ -991,6 +1000,8 @@ class Elaborator:
             return self.block(node, ctx)
         if d == "empty_stmt":
             return []
+        if d in ("exit_stmt", "return_stmt") and ctx.kind == "parser":
+            raise type_error(self.pos(node), f"{d.split('_')[0]} is not allowed in a parser")
         if d == "exit_stmt":
             return [{"s": "exit", "src": src}]
         if d == "return_stmt":
@@ -998,7 +1009,7 @@ class Elaborator:
                 raise unsupported(self.pos(node), "return with a value")
             return [{"s": "return", "src": src}]
         if d == "const_decl":
-            ctx.scopes[-1][self.name(node.children[2])] = self.make_const(node, ctx)
+            ctx.scopes[-1][self.declared(node.children[2], ctx)] = self.make_const(node, ctx)
             return []
         if d == "var_decl":
             return self.var_decl(node, ctx)
@@ -1032,7 +1043,7 @@ class Elaborator:
         t = self.resolve_type(node.children[1])
         if t.k not in ("bit", "int", "bool", "header", "struct", "error", "enum"):
             raise unsupported(self.pos(node), f"local variable of type {t}")
-        name = self.name(node.children[2])
+        name = self.declared(node.children[2], ctx)
         var = self.add_local(ctx, name, t)
         ctx.scopes[-1][name] = Sym("var", t, var)
         if node.children[3] is None:
@@ -1442,7 +1453,7 @@ class Elaborator:
 
     def sym_value(self, sym: Sym, name: str, node: Node) -> Value:
         if sym.kind == "var":
-            return Value({"op": "var", "name": sym.ir, "type": sym.t.json()}, sym.t, lv=True)
+            return Value({"op": "var", "name": sym.ir, "type": sym.t.json()}, sym.t, lv=not sym.readonly)
         if sym.kind == "const":
             assert sym.value is not None
             return sym.value

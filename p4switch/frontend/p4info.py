@@ -199,10 +199,8 @@ def _table(
         if res:
             msg.direct_resource_ids.append(ext_id[res])
     msg.size = t["size"]
-    if t["entries_const"]:
-        msg.is_const_table = True
-    elif t["entries"]:
-        msg.has_initial_entries = True
+    msg.is_const_table = t["entries_const"]
+    msg.has_initial_entries = bool(t["entries"])
     if t.get("support_timeout"):
         msg.idle_timeout_behavior = p4i.Table.NOTIFY_CONTROL
 

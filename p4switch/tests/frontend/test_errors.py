@@ -136,3 +136,52 @@ def test_cli_prints_the_error_and_exits_1(tmp_path: Path, capsys: pytest.Capture
     assert main([str(prog), "-o", str(out), "--p4runtime-files", str(tmp_path / "bad.txtpb")]) == 1
     assert capsys.readouterr().err == f"{prog}:{BODY_LINE}:23: error: unknown name undefined_thing\n"
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("body", "col", "message"),
+    [
+        (
+            "    action a(bit<8> x) { x = 1; }\n"
+            "    table t { key = { hdr.eth.dst: exact; } actions = { a; } }\n"
+            "    apply { t.apply(); }",
+            26,
+            "error: the left side of an assignment must be an lvalue",
+        ),
+        ("    action a() { }\n    action a() { }\n    apply { }", 12, "error: duplicate declaration of a"),
+        ("    apply { bit<8> v = 1; bit<8> v = 2; }", 34, "error: duplicate declaration of v"),
+        ("    apply { if (meta.m8) { exit; } }", 17, "error: if condition must be bool, got bit<8>"),
+        ("    apply { meta.m8 = hdr.eth.dst[48:1]; }", 23, "error: slice [48:1] out of range for bit<48>"),
+        ("    apply { meta.m8 = 8w1 << -1; }", 23, "error: <<: the shift amount must be unsigned, got int"),
+    ],
+)
+def test_type_errors(ingress_error: ErrorOf, body: str, col: int, message: str) -> None:
+    err = ingress_error(body)
+    assert err.message == message
+    assert err.pos.col == col
+
+
+def test_deparser_in_parameter_is_read_only(compile_error: Callable[..., P4Error]) -> None:
+    src = TEMPLATE.replace("apply { pk.emit(hdr); }", "apply { hdr.eth.type_ = 1; pk.emit(hdr); }")
+    err = compile_error(src.replace("{BODY}", "apply { }"))
+    assert where(err) == ("prog.p4", 14, 54)
+    assert err.message == "error: the left side of an assignment must be an lvalue"
+
+
+def test_p4info_output_format_follows_the_extension(tmp_path: Path) -> None:
+    from finsy.proto import p4i
+    from google.protobuf import json_format, text_format
+
+    prog = tmp_path / "ok.p4"
+    prog.write_text(TEMPLATE.replace("{BODY}", "apply { }"))
+    for ext in ("txt", "json", "bin"):
+        assert (
+            main(
+                [str(prog), "-o", str(tmp_path / "ok.json"), "--p4runtime-files", str(tmp_path / f"i.{ext}")]
+            )
+            == 0
+        )
+    text = text_format.Parse((tmp_path / "i.txt").read_text(), p4i.P4Info())
+    assert json_format.Parse((tmp_path / "i.json").read_text(), p4i.P4Info()) == text
+    assert p4i.P4Info.FromString((tmp_path / "i.bin").read_bytes()) == text
+    assert text.pkg_info.arch == "v1model"
