@@ -251,6 +251,45 @@ def test_uc_ud_sliding_window(service: Service) -> None:
     assert receiver.stats == {"accepted": 21 + 63, "replays": 2 + 16}
 
 
+_ARRIVALS_START = 0xFFFFC0  # the sequence wraps the 24-bit PSN
+_ARRIVALS: dict[Service, tuple[bytes, bytes, list[bytes]]] = {}
+
+
+def _arrivals(service: Service) -> tuple[bytes, bytes, list[bytes]]:
+    """(key, N0, 150 sealed frames with consecutive PSNs) per service, sealed once for all examples."""
+    if service not in _ARRIVALS:
+        key, sender, receiver = pair(Mode.ICRC_MAC, service)
+        opcode = f"{service.name}_SEND_ONLY"
+        frames = [transport.seal(frame((_ARRIVALS_START + i) & 0xFFFFFF, opcode=opcode), key, sender)
+                  for i in range(150)]
+        _ARRIVALS[service] = (key, receiver.n0, frames)
+    return _ARRIVALS[service]
+
+
+@settings(max_examples=80, deadline=None)
+@given(service=st.sampled_from([Service.RC, Service.UC, Service.UD]),
+       arrivals=st.lists(st.integers(0, 149), max_size=200))
+def test_replay_checks_follow_the_design(service: Service, arrivals: list[int]) -> None:
+    """Any arrival order with duplicates: RC takes exactly the next packet, UC/UD each packet once unless
+    it is 64 or more behind the newest accepted one (DESIGN section 3)."""
+    key, n0, frames = _arrivals(service)
+    receiver = Receiver(Mode.ICRC_MAC, service, n0, direction=0, initial_psn=_ARRIVALS_START)
+    accepted: set[int] = set()
+    for index in arrivals:
+        newest = max(accepted, default=-1)
+        if service is Service.RC:
+            expected_ok = index == newest + 1
+        else:
+            expected_ok = index not in accepted and index > newest - transport.REPLAY_WINDOW
+        if expected_ok:
+            assert transport.open_frame(frames[index], key, receiver)[1].epsn == _ARRIVALS_START + index
+            accepted.add(index)
+        else:
+            with pytest.raises(transport.ReplayError):
+                transport.open_frame(frames[index], key, receiver)
+    assert receiver.stats.get("accepted", 0) == len(accepted)
+
+
 def test_rc_requests_and_responses_in_one_direction_do_not_collide() -> None:
     """B sends its own requests and ACKs for A's requests with the same PSNs: nonce bit r separates them."""
     key, n0 = os.urandom(16), os.urandom(12)
