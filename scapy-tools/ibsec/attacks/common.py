@@ -27,7 +27,11 @@ PACKET_OUTGOING = 4
 
 
 def parser(description: str) -> argparse.ArgumentParser:
-    """An argument parser with the options every tool has: interface, count, duration, rate."""
+    """An argument parser with the options every tool has: interface, count, duration, rate.
+
+    Tools spoof GIDs (what InfiniBand forwards and checks by), never the Ethernet source: frames leave
+    with the attacker interface's own MAC, as they would leave a compromised host's NIC.
+    """
     p = argparse.ArgumentParser(
         description=description, formatter_class=argparse.ArgumentDefaultsHelpFormatter
     )

@@ -12,7 +12,7 @@ import argparse
 import ipaddress
 from typing import Any
 
-from ..agent.frames import Builder, gid_bytes, mac_of
+from ..agent.frames import Builder, gid_bytes
 from .common import RawSocket, blast, checked, gid_text, int0, parser, report, run
 from .forging import forged
 
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     sock = RawSocket(args.iface)
     t = target(args, sock)
     src = gid_bytes(gid_text(t["src_gid"]))
-    builder = Builder(mac_of(src), src)
+    builder = Builder(sock.mac, src)
     data = args.data.encode()
     summary = blast(
         sock,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from ..agent.frames import Builder, gid_bytes, mac_of
+from ..agent.frames import Builder, gid_bytes
 from .common import RawSocket, blast, checked, gid_text, int0, parser, report, run
 from .forging import forged_trap
 
@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     args = checked(p.parse_args(argv))
     sock = RawSocket(args.iface)
     victim = gid_bytes(gid_text(args.victim_gid))
-    builder = Builder(mac_of(victim), victim)
+    builder = Builder(sock.mac, victim)
     tid = int.from_bytes(os.urandom(6), "big")
     summary = blast(
         sock,

@@ -12,7 +12,7 @@ import os
 
 from ibsec import addressing, transport
 
-from ..agent.frames import Builder, gid_bytes, mac_of
+from ..agent.frames import Builder, gid_bytes
 from .common import RawSocket, blast, checked, gid_text, int0, parser, report, run
 
 DISTINCT_FRAMES = 256
@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     args = checked(p.parse_args(argv))
     sock = RawSocket(args.iface)
     src_gid = gid_text(args.src_gid) if args.src_gid else sock.gid
-    builder = Builder(mac_of(gid_bytes(src_gid)) if args.src_gid else sock.mac, gid_bytes(src_gid))
+    builder = Builder(sock.mac, gid_bytes(src_gid))
     dst = addressing.mf_set(gid_text(args.dst_gid), args.mf)
     pkeys = args.pkey or [int.from_bytes(os.urandom(2), "big") | 0x8000 for _ in range(16)]
     none = transport.Sender(transport.Mode.NONE)

@@ -8,9 +8,13 @@ and a recomputed ICRC gets through; ``--flip`` shows that the MAC stops modifica
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Iterator
+
+from scapy.utils import rdpcap
 
 from ibsec import icrc
 
+from ..agent.frames import View, parse
 from .common import RawSocket, blast, checked, gid_text, int0, parser, report, run
 
 
@@ -19,14 +23,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dst-gid", required=True, help="replay frames sent to this GID")
     p.add_argument("--capture", type=int, default=1, help="frames to capture (then re-inject, cycling)")
     p.add_argument("--sniff", type=float, default=5.0, help="seconds to capture at most")
+    p.add_argument("--pcap", help="take the frames from this capture file instead of sniffing")
     p.add_argument("--opcode", default="RC_SEND_ONLY", help="only frames with this opcode")
     p.add_argument("--flip", type=int0, help="flip the low bit of this byte offset before sending")
     p.add_argument("--fix-icrc", action="store_true", help="recompute the ICRC after --flip (mode 0)")
     args = checked(p.parse_args(argv))
     sock = RawSocket(args.iface)
     dst = gid_text(args.dst_gid)
+    source = _from_pcap(args.pcap) if args.pcap else sock.sniff(args.sniff)
     captured: list[bytes] = []
-    for frame, view in sock.sniff(args.sniff):
+    for frame, view in source:
         if view.opcode_name == args.opcode and str(ipaddress.IPv6Address(view.dst_gid)) == dst:
             captured.append(frame)
             if len(captured) >= args.capture:
@@ -40,6 +46,14 @@ def main(argv: list[str] | None = None) -> int:
     report({"attack": "replay", "captured": len(captured), "modified": args.flip is not None, **summary})
     sock.close()
     return 0
+
+
+def _from_pcap(path: str) -> Iterator[tuple[bytes, View]]:
+    for packet in rdpcap(path):
+        frame = bytes(packet)
+        view = parse(frame)
+        if view is not None:
+            yield frame, view
 
 
 def _flip(frame: bytes, offset: int, fix_icrc: bool) -> bytes:

@@ -7,7 +7,7 @@ trusts the marking field, not the source address, for traceback.
 
 from __future__ import annotations
 
-from ..agent.frames import Builder, gid_bytes, mac_of
+from ..agent.frames import Builder, gid_bytes
 from .common import RawSocket, blast, checked, gid_text, int0, parser, report, run
 from .forging import forged
 
@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     args = checked(p.parse_args(argv))
     sock = RawSocket(args.iface)
     src = gid_bytes(gid_text(args.src_gid))
-    builder = Builder(mac_of(src), src)
+    builder = Builder(sock.mac, src)
     summary = blast(
         sock,
         lambda i: forged(

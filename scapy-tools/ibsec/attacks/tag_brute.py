@@ -8,7 +8,7 @@ try). The target counts consecutive MAC failures, raises the security trap, and 
 
 from __future__ import annotations
 
-from ..agent.frames import Builder, gid_bytes, mac_of
+from ..agent.frames import Builder, gid_bytes
 from .common import RawSocket, blast, checked, gid_text, int0, parser, report, run
 from .forge import capture
 from .forging import forged
@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     src = gid_bytes(gid_text(src_gid))
     frame = bytearray(
         forged(
-            Builder(mac_of(src), src),
+            Builder(sock.mac, src),
             1,
             args.dst_gid,
             "RC_SEND_ONLY",

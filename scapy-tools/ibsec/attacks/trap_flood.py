@@ -10,11 +10,11 @@ import os
 
 from ibsec import addressing
 
-from ..agent.frames import Builder
+from ..agent.frames import Builder, gid_bytes
 from .common import RawSocket, blast, checked, gid_text, parser, report, run
 from .forging import forged_trap
 
-DISTINCT_FRAMES = 256
+DISTINCT_FRAMES = 64
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -22,7 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sm-gid", required=True, help="the SM's GID")
     args = checked(p.parse_args(argv))
     sock = RawSocket(args.iface)
-    builder = Builder(sock.mac, addressing.parse_gid(sock.gid).to_int().to_bytes(16, "big"))
+    builder = Builder(sock.mac, gid_bytes(sock.gid))
 
     def random_gid() -> str:
         return addressing.make_gid(1, int.from_bytes(os.urandom(8), "big"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import socket
 import sys
 import time
 from dataclasses import dataclass, field
@@ -78,6 +79,7 @@ class Tap:
 
     def __init__(self, host: Host) -> None:
         self.sock = host.raw_socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
         self.sock.settimeout(0.1)
 
     def frames(self, duration: float) -> list[tuple[bytes, View]]:

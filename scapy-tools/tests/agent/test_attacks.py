@@ -1,0 +1,398 @@
+"""The attack tools against two agents, with a stand-in SM and an attacker host (a Linux bridge joins them).
+
+Sniffing tools tap the victim's cable (they run in its namespace, on its interface, and see both
+directions); injecting tools run on the attacker host and spoof GIDs, not MACs (the bridge would otherwise
+re-learn the victim's MAC on the attacker's port). Each test asserts on what the victim delivered, its
+drop counters, and the traps the stand-in SM received and could (or could not) verify.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
+from ibsec import layers
+from scapy.utils import wrpcap
+
+from .fabric import Agent, Fabric, Host
+from .helpers import (
+    SECURE_PKEY,
+    StandInSM,
+    Tap,
+    attack,
+    provision,
+    rc_pair,
+    start_agents,
+    wait_for,
+)
+
+TRAP_WINDOW = "60"
+THRESHOLD = 16
+
+
+@dataclass
+class Scene:
+    fabric: Fabric
+    a: Agent  # the victim of most attacks
+    b: Agent  # its peer; the attacker taps b's cable
+    sm: StandInSM
+    tap: Host  # b's cable: where the eavesdropper listens
+    attacker: Host  # a host of its own: where forged frames come from
+
+
+@pytest.fixture(scope="module")
+def scene(module_fabric: Callable[[int], Fabric]) -> Scene:
+    fabric = module_fabric(4)
+    h0, h1, h2, h3 = fabric.hosts
+    prov = provision(fabric, [h0, h1])
+    a, b = start_agents(
+        fabric, [h0, h1], prov, h2, "--trap-window", TRAP_WINDOW, "--mac-failure-threshold", str(THRESHOLD)
+    )
+    sm = StandInSM(h2, {h0.gid: prov.ca_keys[0], h1.gid: prov.ca_keys[1]})
+    return Scene(fabric, a, b, sm, h1, h3)
+
+
+def drops(agent: Agent, reason: str) -> int:
+    return agent.counters()["drops"][reason]
+
+
+def capture(tap: Tap, opcode: str, during: Callable[[], object]) -> tuple[bytes, object]:
+    """The first frame with ``opcode`` that crosses the tapped cable while ``during`` runs."""
+    during()
+    for frame, view in tap.frames(0.5):
+        if view.opcode_name == opcode:
+            return frame, view
+    raise AssertionError(f"no {opcode} frame seen")
+
+
+def test_eavesdropper_reads_mode_0_payloads_and_nothing_of_modes_1_and_2(scene: Scene) -> None:
+    out = scene.fabric.run_dir / "eavesdrop.out"
+    argv = [
+        sys.executable,
+        "-m",
+        "ibsec.attacks.eavesdrop",
+        "--iface",
+        scene.tap.iface,
+        "--duration",
+        "8",
+        "--count",
+        "100000",
+    ]
+    sniffer = scene.fabric.spawn(scene.tap, argv, out.name)
+    plain_qp, plain_remote = rc_pair(scene.a, scene.b, 0)
+    assert wait_for(
+        lambda: (scene.a.call("send", qpn=plain_qp, data="probe") and False) or "probe" in out.read_text(),
+        timeout=8,
+    )
+    secrets = {}
+    for mode in (0, 1, 2):
+        qpn, _ = rc_pair(scene.a, scene.b, mode, "session")
+        secrets[mode] = f"SECRET-of-mode-{mode}"
+        scene.a.call("send", qpn=qpn, data=secrets[mode])
+    scene.a.call("send", qpn=plain_qp, data="last")
+    assert wait_for(lambda: "last" in out.read_text(), timeout=8)
+    sniffer.terminate()
+    sniffer.wait(timeout=5)
+    learnt = [json.loads(line) for line in out.read_text().splitlines() if line.startswith("{")]
+    payloads = " ".join(entry.get("payload", "") for entry in learnt)
+    assert secrets[0] in payloads
+    assert secrets[1] not in out.read_text() and secrets[2] not in out.read_text()
+    assert any(e.get("pkey") == f"{SECURE_PKEY:#06x}" for e in learnt)  # the P_Key itself is always visible
+    assert any(e.get("wrapped_session_key") for e in learnt)  # the CM shows only a wrapped key
+    assert plain_remote
+
+
+@pytest.mark.parametrize("mode", [0, 2])
+def test_forged_rdma_write_with_captured_keys_lands_only_without_a_mac(scene: Scene, mode: int) -> None:
+    region = scene.b.call("reg_mr", length=64)
+    qpn, _ = rc_pair(scene.a, scene.b, mode)
+    tap = Tap(scene.tap)
+    _, view = capture(
+        tap,
+        "RC_RDMA_WRITE_ONLY",
+        lambda: scene.a.call("write", qpn=qpn, va=region["addr"], rkey=region["rkey"], data="legit"),
+    )
+    tap.close()
+    failures = drops(scene.b, "mac_failure")
+    attack(
+        scene.fabric,
+        scene.attacker,
+        "forge",
+        "--dst-gid",
+        scene.b.host.gid,
+        "--src-gid",
+        scene.a.host.gid,
+        "--pkey",
+        hex(view.pkey),
+        "--qpn",
+        hex(view.dqpn),  # type: ignore[attr-defined]
+        "--rkey",
+        hex(region["rkey"]),
+        "--va",
+        hex(region["addr"] + 8),
+        "--psn",
+        hex(view.psn + 1),
+        "--mode",
+        str(mode),
+        "--data",
+        "FORGED",
+    )  # type: ignore[attr-defined]
+    wait_for(lambda: drops(scene.b, "mac_failure") > failures or b"FORGED" in _memory(scene.b, region), 2)
+    memory = _memory(scene.b, region)
+    if mode == 0:
+        assert memory[8:14] == b"FORGED"  # ReDMArk's impersonation works where nothing is authenticated
+    else:
+        assert b"FORGED" not in memory and memory[:5] == b"legit"
+        assert drops(scene.b, "mac_failure") == failures + 1
+
+
+@pytest.mark.parametrize("mode", [0, 2])
+def test_replayed_and_modified_frames_are_rejected_counted_and_never_delivered(
+    scene: Scene, mode: int
+) -> None:
+    qpn, remote = rc_pair(scene.a, scene.b, mode, "session" if mode else "partition")
+    tap = Tap(scene.tap)
+    frame, _ = capture(tap, "RC_SEND_ONLY", lambda: scene.a.call("send", qpn=qpn, data="pay me once"))
+    tap.close()
+    assert scene.b.call("recv", qpn=remote, timeout=5)["data_hex"] == b"pay me once".hex()
+    pcap = scene.fabric.run_dir / f"captured-{mode}.pcap"
+    wrpcap(str(pcap), [frame])
+    replays = drops(scene.b, "replay")
+    result = attack(
+        scene.fabric,
+        scene.attacker,
+        "replay",
+        "--dst-gid",
+        scene.b.host.gid,
+        "--pcap",
+        str(pcap),
+        "--count",
+        "5",
+    )
+    assert result[-1]["sent"] == 5
+    assert wait_for(lambda: drops(scene.b, "replay") == replays + 5)
+    payload_at = len(frame) - 10
+    attack(
+        scene.fabric,
+        scene.attacker,
+        "replay",
+        "--dst-gid",
+        scene.b.host.gid,
+        "--pcap",
+        str(pcap),
+        "--count",
+        "1",
+        "--flip",
+        str(payload_at),
+        "--fix-icrc",
+    )
+    assert scene.b.call("recv", qpn=remote, timeout=0.5) is None  # neither copy reached the application
+
+
+def test_tag_brute_force_raises_one_authenticated_security_trap(scene: Scene) -> None:
+    qpn, remote = rc_pair(scene.a, scene.b, 1)
+    tap = Tap(scene.tap)
+    _, view = capture(tap, "RC_SEND_ONLY", lambda: scene.a.call("send", qpn=qpn, data="known"))
+    tap.close()
+    failures = drops(scene.b, "mac_failure")
+    result = attack(
+        scene.fabric,
+        scene.attacker,
+        "tag_brute",
+        "--dst-gid",
+        scene.b.host.gid,
+        "--src-gid",
+        scene.a.host.gid,
+        "--pkey",
+        hex(view.pkey),
+        "--qpn",
+        hex(view.dqpn),  # type: ignore[attr-defined]
+        "--psn",
+        hex(view.psn + 1),
+        "--count",
+        str(3 * THRESHOLD),
+    )  # type: ignore[attr-defined]
+    assert result[-1]["tags_tried"] == 3 * THRESHOLD
+    assert wait_for(lambda: drops(scene.b, "mac_failure") == failures + 3 * THRESHOLD)
+    traps = [t for t in scene.sm.traps(1.0) if not t.notice.is_generic]
+    assert len(traps) == 1 and traps[0].authentic and traps[0].sender == scene.b.host.gid
+    details = traps[0].notice.data_details
+    assert details.qp == remote and details.mac_failures == THRESHOLD and details.peer_gid == scene.a.host.gid
+    scene.a.call("send", qpn=qpn, data="still works")  # the real peer's next frame is accepted
+    assert scene.b.call("recv", qpn=remote, timeout=5)["data_hex"] == b"known".hex()
+
+
+def test_invalid_pkey_flood_gives_one_authenticated_trap_257_per_window(scene: Scene) -> None:
+    victim, attacker = scene.a, scene.attacker
+    before = drops(victim, "bad_pkey")
+    result = attack(
+        scene.fabric,
+        attacker,
+        "pkey_flood",
+        "--dst-gid",
+        victim.host.gid,
+        "--pkey",
+        "0x7bad",
+        "--count",
+        "300",
+        "--mf",
+        "0x2a5",
+    )
+    assert result[-1]["sent"] == 300
+    assert wait_for(lambda: drops(victim, "bad_pkey") == before + 300)
+    traps = [t for t in scene.sm.traps(1.0) if t.notice.is_generic and t.notice.trap_number == 257]
+    assert len(traps) == 1
+    trap = traps[0]
+    assert trap.authentic and trap.sender == victim.host.gid
+    details = trap.notice.data_details
+    assert details.key == 0x7BAD and details.gid1 == attacker.gid and details.gid2 == victim.host.gid
+    assert (
+        trap.notice.mf == 0x2A5 and trap.notice.recv_port == 1 and trap.notice.issuer_gid == victim.host.gid
+    )
+    assert victim.counters()["stats"]["traps_suppressed"] >= 299
+
+    spoofed = attack(
+        scene.fabric,
+        attacker,
+        "pkey_flood",
+        "--dst-gid",
+        victim.host.gid,
+        "--pkey",
+        "0x7bad",
+        "--count",
+        "50",
+        "--src-gid",
+        scene.sm.host.gid,
+    )
+    assert spoofed[-1]["sent"] == 50
+    traps = [t for t in scene.sm.traps(1.0) if t.notice.is_generic and t.notice.trap_number == 257]
+    assert (
+        len(traps) == 1 and traps[0].notice.data_details.gid1 == scene.sm.host.gid
+    )  # the trap believes the lie
+
+
+def test_flood_rate_and_duration_bound_the_tool(scene: Scene) -> None:
+    start = time.monotonic()
+    result = attack(
+        scene.fabric,
+        scene.attacker,
+        "pkey_flood",
+        "--dst-gid",
+        scene.a.host.gid,
+        "--pkey",
+        "0x7bad",
+        "--count",
+        "1000000",
+        "--rate",
+        "400",
+        "--duration",
+        "0.5",
+    )[-1]
+    assert 100 <= result["sent"] <= 260 and result["seconds"] <= 0.7
+    assert time.monotonic() - start < 15
+
+
+def test_udp_spoofing_and_bad_qkey(scene: Scene) -> None:
+    qp = scene.a.call("connect", remote_gid=scene.b.host.gid, service="UD", pkey=SECURE_PKEY, mode=0)
+    peer = qp["peers"][0]
+    qkey = next(q for q in scene.b.call("qps") if q["qpn"] == peer["qpn"])["qkey"]
+    common = [
+        "--src-gid",
+        scene.a.host.gid,
+        "--src-qpn",
+        str(qp["qpn"]),
+        "--dst-gid",
+        scene.b.host.gid,
+        "--dst-qpn",
+        str(peer["qpn"]),
+        "--pkey",
+        hex(SECURE_PKEY),
+        "--count",
+        "1",
+    ]
+    attack(scene.fabric, scene.attacker, "spoof", *common, "--qkey", hex(qkey), "--data", "I am h0")
+    got = scene.b.call("recv", qpn=peer["qpn"], timeout=5)  # mode 0: the spoofed datagram is believed
+    assert bytes.fromhex(got["data_hex"]) == b"I am h0" and got["src_gid"] == scene.a.host.gid
+
+    attack(scene.fabric, scene.attacker, "spoof", *common, "--qkey", hex(qkey ^ 0x55))
+    traps = [t for t in scene.sm.traps(1.0) if t.notice.is_generic and t.notice.trap_number == 258]
+    assert len(traps) == 1 and traps[0].authentic
+    assert traps[0].notice.data_details.key == qkey ^ 0x55
+    assert scene.b.call("recv", qpn=peer["qpn"], timeout=0.3) is None
+
+    secure = scene.a.call("connect", remote_gid=scene.b.host.gid, service="UD", pkey=SECURE_PKEY, mode=2)
+    speer = secure["peers"][0]
+    qkey = next(q for q in scene.b.call("qps") if q["qpn"] == speer["qpn"])["qkey"]
+    tap = Tap(scene.tap)
+    _, view = capture(
+        tap,
+        "UD_SEND_ONLY",
+        lambda: scene.a.call(
+            "send", qpn=secure["qpn"], data="real", dest_gid=speer["gid"], dest_qpn=speer["qpn"]
+        ),
+    )
+    tap.close()
+    assert scene.b.call("recv", qpn=speer["qpn"], timeout=5)["data_hex"] == b"real".hex()
+    failures = drops(scene.b, "mac_failure")
+    attack(
+        scene.fabric,
+        scene.attacker,
+        "spoof",
+        "--src-gid",
+        scene.a.host.gid,
+        "--src-qpn",
+        str(secure["qpn"]),
+        "--dst-gid",
+        scene.b.host.gid,
+        "--dst-qpn",
+        str(speer["qpn"]),
+        "--pkey",
+        hex(SECURE_PKEY),
+        "--qkey",
+        hex(qkey),
+        "--mode",
+        "2",
+        "--count",
+        "3",
+        "--psn",
+        hex(view.psn + 1),
+    )  # type: ignore[attr-defined]
+    assert wait_for(lambda: drops(scene.b, "mac_failure") == failures + 3)
+    assert scene.b.call("recv", qpn=speer["qpn"], timeout=0.3) is None
+
+
+def test_forged_traps_fail_authentication_at_the_sm(scene: Scene) -> None:
+    innocent = scene.b.host
+    attack(
+        scene.fabric,
+        scene.attacker,
+        "forge_trap",
+        "--sm-gid",
+        scene.sm.host.gid,
+        "--victim-gid",
+        scene.a.host.gid,
+        "--accused-gid",
+        innocent.gid,
+        "--mf",
+        "0x15",
+    )
+    forged = [t for t in scene.sm.traps(1.0) if t.notice.is_generic]
+    assert len(forged) == 1 and forged[0].sender == scene.a.host.gid and not forged[0].authentic
+    assert str(ipaddress.IPv6Address(forged[0].notice.data_details.gid1)) == innocent.gid
+
+    result = attack(
+        scene.fabric, scene.attacker, "trap_flood", "--sm-gid", scene.sm.host.gid, "--count", "200"
+    )
+    assert result[-1]["sent"] == 200
+    flood = scene.sm.traps(1.0)
+    assert len(flood) >= 150 and not any(t.authentic for t in flood)
+    assert all(t.notice.trap_number == layers.TRAP_BAD_PKEY for t in flood)
+
+
+def _memory(agent: Agent, region: dict[str, int]) -> bytes:
+    return bytes.fromhex(agent.call("read_mr", rkey=region["rkey"])["data_hex"])
