@@ -265,7 +265,12 @@ def _after(pkt: Packet, ext: Ext | None) -> type[Packet]:
         op = opcodes.lookup(bth.opcode)
     except opcodes.UnknownOpcode:
         return Raw
-    position = 0 if ext is None else op.headers.index(ext) + 1 if ext in op.headers else len(op.headers)
+    if ext is None:
+        position = 0
+    elif ext in op.headers:
+        position = op.headers.index(ext) + 1
+    else:  # a header the opcode does not call for (hand-built packet): the payload follows
+        position = len(op.headers)
     if position < len(op.headers):
         return EXT_LAYERS[op.headers[position]]
     if isinstance(bth, BTH) and bth.secmode in STH_MODES:

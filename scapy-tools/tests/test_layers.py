@@ -121,7 +121,7 @@ def test_cm_messages_fill_the_mad_and_private_data_sizes(cls: type[Packet], priv
     pkt = cls()
     assert len(pkt) == L.MAD_DATA_LEN
     offset = len(pkt) - private_data
-    marker = bytes(range(1, private_data + 1)) if private_data < 256 else b""
+    marker = bytes(range(1, private_data + 1))
     if cls in (L.CmReq, L.CmRep):
         pkt.private_data = Raw(marker)
     else:
