@@ -290,6 +290,10 @@ class Sender:
     last_epsn: int | None = None
     """Extended PSN of the last frame sealed (for ACK bookkeeping and tests)."""
 
+    def __post_init__(self) -> None:
+        self.mode = Mode(self.mode)  # a plain int from a config file becomes a Mode, 5-7 are refused
+        stream_base(self.n0, self.direction)  # checks N0's length and the direction bit now
+
 
 @dataclass
 class ReplayWindow:
@@ -342,6 +346,10 @@ class Receiver:
     stats: dict[str, int] = field(default_factory=dict)
     consecutive_mac_failures: int = 0
     _windows: dict[bool, ReplayWindow] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self.mode = Mode(self.mode)
+        stream_base(self.n0, self.direction)
 
     def window(self, response: bool) -> ReplayWindow:
         """The replay window of requests (False) or responses (True)."""

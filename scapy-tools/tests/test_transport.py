@@ -211,6 +211,18 @@ def test_downgrade_and_reserved_modes_are_dropped_and_counted() -> None:
         transport.seal(sealed, key, sender)
 
 
+def test_contexts_check_their_settings() -> None:
+    assert Sender(2, os.urandom(12)).mode is Mode.STH_AEAD  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="5 is not a valid Mode"):
+        Receiver(5, Service.RC)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="N0 must be 12 bytes"):
+        Sender(Mode.ICRC_MAC, b"short")
+    with pytest.raises(ValueError, match="direction bit"):
+        Receiver(Mode.ICRC_MAC, Service.UD, direction=2)
+    with pytest.raises(ValueError, match="AES key"):
+        transport.seal(frame(), b"\x00" * 15, Sender(Mode.ICRC_MAC, os.urandom(12)))
+
+
 # ---- replay ------------------------------------------------------------------------------------------
 
 
