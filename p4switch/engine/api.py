@@ -231,6 +231,8 @@ class Switch:
         drop_port: 511, egress_spec value that drops (as BMv2 with 9-bit ports).
         stats: counters of the pipeline: ``rx``, ``tx``, ``dropped``, ``parser_error:<ErrorName>`` (e.g.
             ``parser_error:PacketTooShort``), ``digest``, ``clone``, ``mcast_copies``; missing key = 0.
+            (added:) ``clone_no_session`` (clone to a session that does not exist), ``assert_failed``,
+            ``internal_error`` (an engine bug caught by process(); the frame is dropped and logged).
         lock: the lock described in the module docstring.
         log: where per-packet TRACE lines and warnings go.
     """

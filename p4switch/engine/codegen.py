@@ -16,7 +16,7 @@ Conventions of the generated code:
 from __future__ import annotations
 
 import keyword
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from p4switch.engine.api import DROP_PORT, ProgramError
@@ -57,7 +57,6 @@ class Scope:
     block: str
     in_action: bool = False
     in_parser: bool = False
-    exits: list[bool] = field(default_factory=lambda: [False])
 
 
 class Emitter:
@@ -457,11 +456,9 @@ class Codegen:
                 self.out.dedent()
 
     def s_exit(self, s: Json, sc: Scope) -> None:
-        if sc.in_action:
-            sc.exits[0] = True
-            self.out.line("raise _Exit")
-        else:
-            self.out.line("raise _Exit" if sc.exits is None else "return")
+        # in an apply body the control function itself ends; an action unwinds to its control's
+        # `except _Exit` (v1model: exit ends the block, the pipeline goes on with the next one)
+        self.out.line("raise _Exit" if sc.in_action else "return")
 
     def s_return(self, s: Json, sc: Scope) -> None:
         self.out.line("return")
@@ -768,16 +765,19 @@ class Codegen:
         has_locals = bool(c.get("locals"))
         loc_cls = self.gen_locals_class(c) if has_locals else None
         sc = self.block_scope(c, locals_obj=True)
-        sc.exits = [False]
-        for t in self.tables.values():
-            if t["control"] == c["name"]:
-                self.gen_table(t, c, sc)
+        tables = [t for t in self.tables.values() if t["control"] == c["name"]]
+        for t in tables:
+            self.gen_table(t, c, sc)
         o = self.out
         o.line(f"def CONTROL_{ident(c['name'])}({sc.names['$args']}):")
         o.indent()
         o.line(f"L = {loc_cls}()" if loc_cls else "L = None")
         if c["params"] and c["params"][0]["type"]["k"] == "packet_out":
             o.line("_out = _pk.out")
+        if not tables:  # only actions raise _Exit, and they run from tables
+            self.block(c.get("body", []), sc)
+            o.dedent()
+            return
         o.line("try:")
         o.indent()
         self.block(c.get("body", []), sc)

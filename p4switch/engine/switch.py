@@ -351,9 +351,7 @@ class V1Switch(Switch):
 
     def _trace_table(self, table: Table, slot: Any) -> None:
         if slot is None:
-            action = table.default.action
-            name = action.name if isinstance(action, ActionCall) else str(action)
-            self.log.log(TRACE, "table %s: miss, default action %s", table.name, name)
+            self.log.log(TRACE, "table %s: miss, default action %s", table.name, table.default.action)
         else:
             self.log.log(TRACE, "table %s: hit entry %s", table.name, table.describe(slot))
 
@@ -497,6 +495,7 @@ class V1Switch(Switch):
         x.length = sm.packet_length
         x.payload = payload
         sm.egress_spec = 0
+        sm.egress_global_timestamp = int((self.clock() - self.start_time) * 1e6) & 0xFFFFFFFFFFFF
         self.run_egress(None, h, m, sm)
         req = x.clone_req
         if req is not None and req[0] == "E2E" and depth < MAX_CLONE_DEPTH:
