@@ -1100,10 +1100,30 @@ class Elaborator:
             return Type("stack", name=j["elem"], size=j["size"])
         return Type(j["k"], name=j.get("name", ""))
 
+    def shift_stack(self, stack: Value, count: int, push: bool, src: str) -> list[IR]:
+        """push_front/pop_front as header copies (validity included) and setInvalid of the vacated slots."""
+        if not stack.lv:
+            raise type_error(Pos(src, 0, 0), "push_front/pop_front need an lvalue stack")
+        size = stack.t.size
+        ht = Type("header", name=stack.t.name)
+
+        def elem(i: int) -> IR:
+            return {"op": "index", "expr": stack.ir, "index": i, "type": ht.json()}
+
+        moves = range(size - 1, count - 1, -1) if push else range(0, size - count)
+        out: list[IR] = [
+            {"s": "assign", "lhs": elem(i), "rhs": elem(i - count if push else i + count), "src": src}
+            for i in moves
+        ]
+        vacated = range(min(count, size)) if push else range(max(size - count, 0), size)
+        return out + [{"s": "set_invalid", "header": elem(i), "src": src} for i in vacated]
+
     def switch(self, node: PTree, ctx: Ctx) -> list[IR]:
         subject = self.expr(node.children[0], ctx)
+        if subject.t.is_bits or subject.t.k in ("enum", "error"):
+            return self.switch_value(node, subject, ctx)
         if subject.t.k != "action_run":
-            raise unsupported(self.pos(node.children[0]), "switch on anything but table.apply().action_run")
+            raise type_error(self.pos(node.children[0]), f"cannot switch on {subject.t}")
         table_name = subject.t.name
         table = next(t for t in self.tables if t["name"] == table_name)
         names = {a["name"] for a in table["actions"]}
@@ -1129,6 +1149,41 @@ class Elaborator:
         if pending:
             cases.append({"actions": pending, "body": []})
         return [{"s": "switch", "table": table_name, "cases": cases, "src": self.src(node)}]
+
+    def switch_value(self, node: PTree, subject: Value, ctx: Ctx) -> list[IR]:
+        """`switch (expr) { 1: 2: {...} default: {...} }` lowered to an if/else chain on a copy of expr."""
+        var = self.add_local(ctx, "switch_value", subject.t)
+        ref = Value({"op": "var", "name": var, "type": subject.t.json()}, subject.t)
+        src = self.src(node)
+        head: list[IR] = [{"s": "assign", "lhs": ref.ir, "rhs": subject.ir, "src": src}]
+        chain: list[tuple[IR | None, list[IR]]] = []
+        pending: list[IR] = []
+        for case in node.children[1:]:
+            label = case.children[0]
+            if isinstance(label, Tree) and label.data == "default_label":
+                test = None
+            else:
+                value = self.coerce(self.expr(label, ctx), subject.t, label)
+                if value.const is None:
+                    raise type_error(self.pos(label), "switch labels must be compile-time constants")
+                test = self.binop_ir("==", ref, value, BOOL).ir
+            if case.children[1] is None:
+                if test is None:
+                    raise type_error(self.pos(case), "default label needs a body")
+                pending.append(test)
+                continue
+            tests = pending + ([test] if test is not None else [])
+            cond = None if test is None else tests[0]
+            for t in tests[1:]:
+                cond = {"op": "binary", "operator": "||", "left": cond, "right": t, "type": BOOL.json()}
+            chain.append((cond, self.block(case.children[1], ctx)))
+            pending = []
+        tail: list[IR] = []
+        for cond, body in reversed(chain):
+            tail = (
+                body if cond is None else [{"s": "if", "cond": cond, "then": body, "else": tail, "src": src}]
+            )
+        return head + tail
 
     # ------------------------------------------------------------------ calls
     def call_stmt(self, node: PTree, ctx: Ctx) -> list[IR]:
@@ -1171,6 +1226,16 @@ class Elaborator:
             return [
                 {"s": "set_valid" if method == "setValid" else "set_invalid", "header": base.ir, "src": src}
             ], None
+        if bk == "header" and method in ("minSizeInBits", "minSizeInBytes"):
+            self.arity(args, 0, pos, method)
+            bits = self.headers[base.t.name]["bits"]
+            return [], const(bits if method == "minSizeInBits" else (bits + 7) // 8, bit(32))
+        if bk == "stack" and method in ("push_front", "pop_front"):
+            self.arity(args, 1, pos, method)
+            count = self.coerce(args[0], bit(32), arg_nodes[0]).const
+            if count is None:
+                raise type_error(self.pos(arg_nodes[0]), f"{method} needs a constant count")
+            return self.shift_stack(base, int(count), method == "push_front", src), None
         if bk == "table" and method == "apply":
             self.arity(args, 0, pos, method)
             if as_stmt:
@@ -1543,7 +1608,9 @@ class Elaborator:
                 return Value({"op": "table_" + member, "table": t.name, "type": BOOL.json()}, BOOL)
             if member == "action_run":
                 return Value({}, Type("action_run", name=t.name))
-        if t.k == "stack" and member in ("next", "last", "lastIndex", "size", "nextIndex"):
+        if t.k == "stack" and member == "size":
+            return const(t.size, bit(32))
+        if t.k == "stack" and member in ("next", "last", "lastIndex", "nextIndex"):
             raise unsupported(self.pos(node), f"header stack .{member}")
         if t.k in ("header", "table", "packet_in", "packet_out", "extern", "stack", "subcontrol"):
             return Value({}, Type("method"), extra={"base": base, "method": member})

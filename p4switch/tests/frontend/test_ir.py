@@ -274,3 +274,46 @@ def test_ir_loads_into_the_engine(features: Compiled) -> None:
 
     for path in PROGRAM_FILES:
         Switch.load(compile_file(path).ir_json().encode())
+
+
+def test_switch_on_a_value_becomes_an_if_chain(ingress: Callable[[str], Compiled]) -> None:
+    prog = ingress("""    apply {
+        switch (meta.m8) {
+            1: 2: { meta.m16 = 12; }
+            3: { meta.m16 = 3; }
+            default: { meta.m16 = 0; }
+        }
+    }""")
+    copy, chain = apply_body(prog)
+    assert (copy["lhs"]["name"], text(copy["rhs"])) == ("switch_value", "meta.m8")
+    cond = chain["cond"]
+    assert (cond["operator"], cond["left"]["right"]["value"], cond["right"]["right"]["value"]) == ("||", 1, 2)
+    assert assigns(chain["then"]) == [("meta.m16", 12)]
+    inner = chain["else"][0]
+    assert inner["cond"]["right"]["value"] == 3
+    assert assigns(inner["then"]) == [("meta.m16", 3)] and assigns(inner["else"]) == [("meta.m16", 0)]
+
+
+def test_stack_push_pop_size_and_header_sizes(compile_text: Callable[..., Compiled]) -> None:
+    from p4switch.tests.frontend.conftest import TEMPLATE
+
+    src = TEMPLATE.replace(
+        "struct headers_t { eth_t eth; }", "struct headers_t { eth_t eth; eth_t[3] s; }"
+    ).replace(
+        "{BODY}",
+        "    apply { hdr.s.push_front(1); hdr.s.pop_front(2); meta.m8 = (bit<8>) hdr.s.size;"
+        " meta.m16 = (bit<16>) hdr.eth.minSizeInBytes(); }",
+    )
+    body = block(compile_text(src).ir, "I")["body"]
+    moves = [
+        (s["s"], text(s.get("lhs") or s["header"]), text(s["rhs"]) if "rhs" in s else None) for s in body
+    ]
+    assert moves[:6] == [
+        ("assign", "hdr.s[2]", "hdr.s[1]"),
+        ("assign", "hdr.s[1]", "hdr.s[0]"),
+        ("set_invalid", "hdr.s[0]", None),
+        ("assign", "hdr.s[0]", "hdr.s[2]"),
+        ("set_invalid", "hdr.s[1]", None),
+        ("set_invalid", "hdr.s[2]", None),
+    ]
+    assert assigns(body[6:]) == [("meta.m8", 3), ("meta.m16", 14)]
