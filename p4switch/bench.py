@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import multiprocessing
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -23,19 +23,25 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from multiprocessing.sharedctypes import Synchronized
-from multiprocessing.synchronize import Semaphore
 from pathlib import Path
 
 from finsy.proto import p4r
+from ibsec.addressing import make_gid
+from scapy.contrib.roce import BTH
+from scapy.layers.inet import UDP
+from scapy.layers.inet6 import IPv6
+from scapy.layers.l2 import Ether
+from scapy.packet import Raw
 
+from p4switch.dataplane import SO_RCVBUFFORCE, SOCKET_BUFFER, set_buffer
+from p4switch.engine.api import ActionCall, Exact, GroupRef, Lpm
 from p4switch.tests.runtime import harness
 from p4switch.tests.runtime.harness import update
 
 REPO = Path(__file__).resolve().parent.parent
 SIZES = (128, 1024)
-WINDOW = 64
-"""Frames in flight: enough to keep the switch busy, few enough that its socket never overflows."""
+BURST = 5000
+"""Frames queued per round: well within the switch's socket buffer (SOCKET_BUFFER) for both sizes."""
 SRC_MAC, DST_MAC = bytes.fromhex("020000000001"), bytes.fromhex("020000000002")
 
 
@@ -48,65 +54,57 @@ class Result:
     seconds: float
     switch_cpu: float
     """CPU seconds the switch process used per second of the run (1.0 = one core busy)"""
+    engine_pps: float
+    """the engine alone (Switch.process in this process, same entries and frame): the I/O-free rate"""
 
     @property
     def pps(self) -> float:
         return self.received / self.seconds if self.seconds else 0.0
 
 
-def _send_frames(ingress: str, frame: bytes, frames: int, seconds: float, credit: Semaphore,
-                 sent: Synchronized) -> None:  # type: ignore[type-arg]
-    """The sender process: one frame per credit (the receiver gives credits back), bounded in count and
-    time. A lost frame costs its credit; after 0.5 s without any, one is taken back so the run goes on."""
-    tx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
-    tx.bind((ingress, 0))
-    start = time.monotonic()
-    count = 0
-    while count < frames and time.monotonic() - start < seconds:
-        if not credit.acquire(False) and not credit.acquire(timeout=0.5):
-            credit.release()
-            continue
-        tx.send(frame)
-        count += 1
-        sent.value = count
-    tx.close()
-
-
-def measure(ingress: str, egress: str, frame: bytes, frames: int, seconds: float,
+def measure(pid: int, ingress: str, egress: str, frame: bytes, frames: int, seconds: float,
             progress: Callable[[int], None]) -> tuple[int, int, float]:
-    """Send up to ``frames`` copies of ``frame`` on ``ingress`` (from a separate process, at most WINDOW
-    unanswered) and count the copies leaving on ``egress``; returns (sent, received, seconds from the
-    first send to the last receive)."""
-    ctx = multiprocessing.get_context("spawn")
-    credit, sent = ctx.Semaphore(WINDOW), ctx.Value("q", 0, lock=False)
+    """Queue bursts of ``frame`` on ``ingress`` while the switch (``pid``) is stopped, let it run, and time
+    how fast the forwarded copies arrive on ``egress``: the sender's cost is not in the measurement, only
+    the switch draining a full queue. Returns (sent, received, seconds the switch spent forwarding)."""
+    tx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
     rx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
+    tx.bind((ingress, 0))
     rx.bind((egress, 0))
-    rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
-    rx.settimeout(0.2)
-    sender = ctx.Process(target=_send_frames, args=(ingress, frame, frames, seconds, credit, sent))
-    received, marker, buf = 0, frame[:14], bytearray(2048)
+    set_buffer(rx, SO_RCVBUFFORCE, socket.SO_RCVBUF, SOCKET_BUFFER * 2)
+    rx.settimeout(1.0)
+    marker, buf = frame[:14], bytearray(2048)
+    sent = received = 0
+    busy = 0.0
+    start = time.monotonic()
     try:
-        sender.start()
-        start = last_rx = time.monotonic()
-        while sender.is_alive() or received < sent.value:
+        while sent < frames and time.monotonic() - start < seconds:
+            burst = min(BURST, frames - sent)
+            os.kill(pid, signal.SIGSTOP)
             try:
-                size = rx.recv_into(buf)
-            except TimeoutError:
-                if not sender.is_alive():
-                    break
-                continue
-            if buf[:14] == marker and size >= len(frame) - 4:
-                received += 1
-                last_rx = time.monotonic()
-                credit.release()
-                if received % 10000 == 0:
-                    progress(received)
+                for _ in range(burst):
+                    tx.send(frame)
+            finally:
+                os.kill(pid, signal.SIGCONT)
+            sent += burst
+            first = last = 0.0
+            got = 0
+            while got < burst:
+                try:
+                    rx.recv_into(buf)
+                except TimeoutError:
+                    break  # the rest of the burst was lost
+                if buf[:14] == marker:
+                    last = time.monotonic()
+                    first = first or last
+                    got += 1
+            received += got
+            busy += last - first
+            progress(received)
     finally:
-        sender.join(timeout=seconds + 5)
-        if sender.is_alive():
-            sender.kill()
+        tx.close()
         rx.close()
-    return int(sent.value), received, max(last_rx - start, 1e-9)
+    return sent, received, max(busy, 1e-9)
 
 
 def build_frame(size: int) -> bytes:
@@ -124,6 +122,20 @@ def running_switch(program: harness.Program, workdir: Path
             yield pairs, proc
 
 
+def engine_rate(program: harness.Program, setup: Callable[[harness.StreamClient], None], frame: bytes,
+                frames: int, seconds: float) -> float:
+    """Packets/s of Switch.process alone for ``frame``, programmed like the switch process."""
+    with harness.in_process_switch() as switch, harness.primary_client(switch.address, program) as client:
+        setup(client)
+        engine = switch.device.switch
+        assert engine is not None and engine.process(1, frame), "the benchmark frame is not forwarded"
+        count, start = 0, time.perf_counter()
+        while count < frames and time.perf_counter() - start < seconds:
+            engine.process(1, frame)
+            count += 1
+        return count / (time.perf_counter() - start)
+
+
 def bench_program(name: str, program: harness.Program, setup: Callable[[harness.StreamClient], None],
                   frame_for: Callable[[int], bytes], args: argparse.Namespace, workdir: Path) -> list[Result]:
     results = []
@@ -132,15 +144,18 @@ def bench_program(name: str, program: harness.Program, setup: Callable[[harness.
         setup(client)
         for size in SIZES:
             frame = frame_for(size)
-            measure(pairs[0][1], pairs[1][1], frame, 500, 5, lambda n: None)  # warm-up
+            ports = (proc.proc.pid, pairs[0][1], pairs[1][1], frame)
+            measure(*ports, 500, 5, lambda n: None)  # warm-up
             print(f"  {name}: {size}-byte frames ...", flush=True)
             cpu_before = cpu_seconds(proc.proc.pid)
-            sent, received, seconds = measure(pairs[0][1], pairs[1][1], frame, args.frames, args.seconds,
+            sent, received, seconds = measure(*ports, args.frames, args.seconds,
                                               lambda n: print(f"    {n} forwarded", flush=True))
-            result = Result(name, size, sent, received, seconds,
-                            (cpu_seconds(proc.proc.pid) - cpu_before) / seconds)
+            cpu = (cpu_seconds(proc.proc.pid) - cpu_before) / seconds
+            result = Result(name, size, sent, received, seconds, cpu,
+                            engine_rate(program, setup, frame, args.frames, args.seconds))
             print(f"  {name}: {size}-byte frames: {received}/{sent} forwarded in {seconds:.2f} s = "
-                  f"{result.pps:,.0f} packets/s (switch CPU {result.switch_cpu:.0%})", flush=True)
+                  f"{result.pps:,.0f} packets/s (switch CPU {cpu:.0%}; engine alone "
+                  f"{result.engine_pps:,.0f} packets/s)", flush=True)
             results.append(result)
     return results
 
@@ -159,6 +174,58 @@ def l2fwd_setup(program: harness.Program) -> Callable[[harness.StreamClient], No
         entry.action.action.action_id = program.name_to_id("actions", "L2Ingress.forward")
         entry.action.action.params.add(param_id=program.param_id("L2Ingress.forward", "port"), value=b"\x02")
         client.write(update(p4r.Update.INSERT, table_entry=entry))
+    return setup
+
+
+MAIN = "IbsecIngress."
+SUBNET, SRC_GUID, DST_GUID = 0x0001, 0x10, 0x20
+ROUTES = 200
+"""routes_table entries besides the benchmark's own (a fabric of a few hundred hosts)"""
+
+
+def roce_frame(size: int) -> bytes:
+    """A RoCEv2 RC SEND between two hosts of the fabric (site-local GIDs), padded to ``size`` bytes."""
+    src, dst = (make_gid(SUBNET, guid, site_local=True) for guid in (SRC_GUID, DST_GUID))
+    packet = (Ether(src=SRC_MAC, dst=DST_MAC) / IPv6(src=src, dst=dst, hlim=64)
+              / UDP(sport=0xC000, dport=4791) / BTH(opcode=4, pkey=0xFFFF, dqpn=0x12, psn=1, ackreq=1))
+    return bytes(packet / Raw(bytes(size - len(packet) - 4)))  # payload and ICRC fill the frame
+
+
+def main_setup(program: harness.Program) -> Callable[[harness.StreamClient], None]:
+    """Entries of a leaf switch: host port 1 seeding the mark and filtering 16 invalid P_Keys, fabric
+    port 2, DDPM on port 2, an SM punt entry, and ROUTES + 1 routes through one-member selector groups."""
+    def setup(client: harness.StreamClient) -> None:
+        b = harness.Builder(program)
+        port = "standard_metadata.ingress_port"
+        updates = [
+            b.table_entry(MAIN + "port_roles.port_roles_table", {port: Exact(1)},
+                          ActionCall(MAIN + "port_roles.seed_host_mark", {"mf_seed": 0x155})),
+            b.table_entry(MAIN + "port_roles.port_roles_table", {port: Exact(2)},
+                          ActionCall(MAIN + "port_roles.keep_mark")),
+            b.table_entry(MAIN + "partition.partition_mode_table", {port: Exact(1)},
+                          ActionCall(MAIN + "partition.filter_invalid_list")),
+            b.table_entry(MAIN + "marking.ddpm_delta_table", {"standard_metadata.egress_spec": Exact(2)},
+                          ActionCall(MAIN + "marking.add_distance", {"addend": 1, "field_mask": 0xFF})),
+            b.table_entry(MAIN + "sm_punt.sm_punt_table", {"meta.dst_id": Exact((SUBNET << 64) | 1)},
+                          ActionCall(MAIN + "sm_punt.punt_to_sm")),
+        ]
+        updates += [b.table_entry(MAIN + "partition.invalid_pkeys",
+                                  {port: Exact(1), "hdr.bth.p_key": Exact(0x8001 + i)},
+                                  ActionCall(MAIN + "partition.reject_pkey")) for i in range(16)]
+        client.write(*(update(p4r.Update.INSERT, table_entry=e) for e in updates))
+        profile = b.id("action_profiles", MAIN + "routing.route_selector")
+        client.write(update(p4r.Update.INSERT, action_profile_member=p4r.ActionProfileMember(
+            action_profile_id=profile, member_id=2, action=b.action(MAIN + "routing.forward", port=2))))
+        groups, routes = [], []
+        for i, guid in enumerate([DST_GUID, *range(0x1000, 0x1000 + ROUTES)]):
+            group = p4r.ActionProfileGroup(action_profile_id=profile, group_id=i + 1)
+            group.members.add(member_id=2, weight=1)
+            groups.append(update(p4r.Update.INSERT, action_profile_group=group))
+            routes.append(update(p4r.Update.INSERT, table_entry=b.table_entry(
+                MAIN + "routing.routes_table", {"meta.dst_id": Lpm((SUBNET << 64) | guid, 80)},
+                GroupRef(i + 1))))
+        client.write(*groups)
+        client.write(*routes)
     return setup
 
 
@@ -183,18 +250,18 @@ def main(argv: list[str] | None = None) -> int:
         except (AssertionError, FileNotFoundError, subprocess.SubprocessError) as err:
             print(f"  skipped: p4src/main.p4 does not compile with p4switch-cc yet ({str(err)[:300]})")
         else:
-            from p4switch.bench_main import main_frame, main_setup
-            results += bench_program("main.p4", program, main_setup(program), main_frame, args, workdir)
+            results += bench_program("main.p4", program, main_setup(program), roce_frame, args, workdir)
     report(results)
     return 0
 
 
 def report(results: list[Result]) -> None:
-    print("\nsummary (packets/s through one p4switch process, 2 veth ports)")
+    print("\nsummary (packets/s through one p4switch process, 2 veth ports; 'engine' = Switch.process "
+          "alone, no I/O)")
     by_key = {(r.program, r.size): r.pps for r in results}
     for r in results:
         print(f"  {r.program:8s} {r.size:5d} B  {r.pps:10,.0f} pps  ({r.received}/{r.sent} frames, "
-              f"switch CPU {r.switch_cpu:.0%})")
+              f"switch CPU {r.switch_cpu:.0%})  engine {r.engine_pps:10,.0f} pps")
     for prog in sorted({r.program for r in results}):
         small, large = by_key.get((prog, 128)), by_key.get((prog, 1024))
         if small and large:

@@ -9,6 +9,7 @@ recognised by their packet type and skipped. Optionally every frame is written t
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import select
@@ -27,7 +28,11 @@ SOL_PACKET = 263
 PACKET_ADD_MEMBERSHIP = 1
 PACKET_MR_PROMISC = 1
 PACKET_IGNORE_OUTGOING = 23
+PACKET_QDISC_BYPASS = 20
 PACKET_OUTGOING = 4
+SO_SNDBUFFORCE, SO_RCVBUFFORCE = 32, 33
+SOCKET_BUFFER = 32 << 20
+"""Bytes of kernel queue per port socket: bursts wait there while the pipeline is busy."""
 MAX_FRAME = 65536
 BURST = 64
 """Frames drained from one ready socket before polling again (keeps ports fair)."""
@@ -59,9 +64,18 @@ class Port:
     sock: socket.socket
     filter_outgoing: bool
     """True when the kernel could not be told to drop our own transmissions (old kernels)."""
-    stats: Counter[str] = field(default_factory=Counter)
+    rx: int = 0
+    rx_bytes: int = 0
+    tx: int = 0
+    tx_bytes: int = 0
+    errors: Counter[str] = field(default_factory=Counter)
     pcap_in: PcapFile | None = None
     pcap_out: PcapFile | None = None
+
+    def summary(self) -> str:
+        counts = {"rx": self.rx, "rx_bytes": self.rx_bytes, "tx": self.tx, "tx_bytes": self.tx_bytes,
+                  **self.errors}
+        return ", ".join(f"{k} {v}" for k, v in counts.items())
 
 
 def parse_interface(spec: str) -> tuple[int, str]:
@@ -74,6 +88,14 @@ def parse_interface(spec: str) -> tuple[int, str]:
     return int(number), iface
 
 
+def set_buffer(sock: socket.socket, forced: int, normal: int, size: int) -> None:
+    """Set a socket buffer beyond net.core.[rw]mem_max when we may (root), else as large as allowed."""
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, forced, size)
+    except OSError:
+        sock.setsockopt(socket.SOL_SOCKET, normal, size)
+
+
 def open_port(number: int, iface: str, pcap_dir: str | None = None) -> Port:
     sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
     try:
@@ -81,8 +103,10 @@ def open_port(number: int, iface: str, pcap_dir: str | None = None) -> Port:
         ifindex = socket.if_nametoindex(iface)
         membership = struct.pack("iHH8s", ifindex, PACKET_MR_PROMISC, 0, b"")
         sock.setsockopt(SOL_PACKET, PACKET_ADD_MEMBERSHIP, membership)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+        set_buffer(sock, SO_RCVBUFFORCE, socket.SO_RCVBUF, SOCKET_BUFFER)
+        set_buffer(sock, SO_SNDBUFFORCE, socket.SO_SNDBUF, SOCKET_BUFFER)
+        with contextlib.suppress(OSError):  # transmit straight to the driver (veths have no queue to use)
+            sock.setsockopt(SOL_PACKET, PACKET_QDISC_BYPASS, 1)
         try:
             sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
             filter_outgoing = False
@@ -108,25 +132,24 @@ class Dataplane:
         self._by_fd = {p.sock.fileno(): p for p in ports}
         self.log = log
         self.stats: Counter[str] = Counter()
-        self._send_lock = threading.Lock()
         device.transmit = self.transmit
 
     def transmit(self, number: int, frame: bytes) -> None:
-        """Send one frame out of port ``number`` (called from the receive loop and gRPC threads)."""
+        """Send one frame out of port ``number`` (from the receive loop and, for PacketOut, gRPC threads:
+        a packet socket send is atomic, so no lock)."""
         port = self.ports.get(number)
         if port is None:
             self.stats["tx_no_such_port"] += 1
             self.log.debug("frame to port %d dropped: no interface bound to it", number)
             return
         try:
-            with self._send_lock:
-                port.sock.send(frame)
+            port.sock.send(frame)
         except OSError as err:
-            port.stats["tx_errors"] += 1
+            port.errors["tx_errors"] += 1
             self.log.debug("send on %s failed: %s", port.iface, err)
             return
-        port.stats["tx"] += 1
-        port.stats["tx_bytes"] += len(frame)
+        port.tx += 1
+        port.tx_bytes += len(frame)
         if port.pcap_out:
             port.pcap_out.write(frame)
 
@@ -142,30 +165,35 @@ class Dataplane:
                 self._drain(self._by_fd[fd], buf, view)
 
     def _drain(self, port: Port, buf: bytearray, view: memoryview) -> None:
-        sock, process, number, stats = port.sock, self.device.process, port.number, port.stats
-        for _ in range(BURST):
-            try:
-                if port.filter_outgoing:
-                    size, addr = sock.recvfrom_into(buf)
+        """Receive and process up to BURST frames of one port: the per-frame path is kept to one
+        recv_into into the preallocated buffer, one copy to bytes and the pipeline call."""
+        sock, process, number = port.sock, self.device.process, port.number
+        recv_into, recvfrom_into, filter_outgoing = sock.recv_into, sock.recvfrom_into, port.filter_outgoing
+        count = total = 0
+        try:
+            for _ in range(BURST):
+                if filter_outgoing:
+                    size, addr = recvfrom_into(buf)
                     if addr[2] == PACKET_OUTGOING:
                         continue
                 else:
-                    size = sock.recv_into(buf)
-            except BlockingIOError:
-                return
-            except OSError as err:
-                stats["rx_errors"] += 1
-                self.log.warning("receive on %s failed: %s", port.iface, err)
-                return
-            stats["rx"] += 1
-            stats["rx_bytes"] += size
-            if port.pcap_in:
-                port.pcap_in.write(view[:size])
-            try:
-                process(number, bytes(view[:size]))
-            except Exception:  # noqa: BLE001 - one bad frame must not stop the switch
-                stats["process_errors"] += 1
-                self.log.exception("pipeline failed on a frame from port %d", number)
+                    size = recv_into(buf)
+                count += 1
+                total += size
+                if port.pcap_in:
+                    port.pcap_in.write(view[:size])
+                try:
+                    process(number, bytes(view[:size]))
+                except Exception:  # noqa: BLE001 - one bad frame must not stop the switch
+                    port.errors["process_errors"] += 1
+                    self.log.exception("pipeline failed on a frame from port %d", number)
+        except BlockingIOError:
+            pass
+        except OSError as err:
+            port.errors["rx_errors"] += 1
+            self.log.warning("receive on %s failed: %s", port.iface, err)
+        port.rx += count
+        port.rx_bytes += total
 
     def close(self) -> None:
         for port in self.ports.values():
@@ -173,5 +201,4 @@ class Dataplane:
             for pcap in (port.pcap_in, port.pcap_out):
                 if pcap:
                     pcap.close()
-            self.log.info("port %d (%s): %s", port.number, port.iface,
-                          ", ".join(f"{k} {v}" for k, v in sorted(port.stats.items())) or "no traffic")
+            self.log.info("port %d (%s): %s", port.number, port.iface, port.summary())
