@@ -53,8 +53,6 @@ from ibsec import icrc, opcodes
 from ibsec.keys import WRAPPED_KEY_LEN, KeyType
 from ibsec.opcodes import Ext, Service
 
-ROCEV2_UDP_PORT = 4791
-
 # --------------------------------------------------------------------------------------------------
 # Constants
 # --------------------------------------------------------------------------------------------------
@@ -797,7 +795,8 @@ class KeyDistribution(_Body):
     """A wrapped key from the SM to a CA (Set) and its acknowledgement (GetResp, key bytes zeroed).
 
     ``owners`` are the key's owner ids as :class:`ibsec.keys.Key` names them (up to four 128-bit ids,
-    unused slots zero); the receiver unwraps with exactly these as associated data.
+    unused slots zero); the receiver unwraps with exactly these as associated data. A hostile
+    ``owner_count`` above four still dissects at the fixed offsets (the receiver must refuse it).
     """
 
     name = "KeyDistribution"
@@ -806,7 +805,8 @@ class KeyDistribution(_Body):
         FieldLenField("owner_count", None, count_of="owners", fmt="B"),
         XShortField("pkey", 0),
         XIntField("key_id", 0),
-        FieldListField("owners", [], XInt128Field("owner", 0), count_from=lambda p: p.owner_count),
+        FieldListField("owners", [], XInt128Field("owner", 0),
+                       count_from=lambda p: min(p.owner_count, MAX_KEY_OWNERS)),
         ZeroFillField("owners_fill", lambda p: 16 * (MAX_KEY_OWNERS - len(p.owners))),
         XStrFixedLenField("wrapped_key", b"\x00" * WRAPPED_KEY_LEN, WRAPPED_KEY_LEN),
         _reserved("reserved", 96),
@@ -821,7 +821,8 @@ class PKeyTable(_Body):
         ShortField("block", 0),
         ByteField("port", 0),
         FieldLenField("num_entries", None, count_of="pkeys", fmt="B"),
-        FieldListField("pkeys", [], XShortField("pkey", 0), count_from=lambda p: p.num_entries),
+        FieldListField("pkeys", [], XShortField("pkey", 0),
+                       count_from=lambda p: min(p.num_entries, PKEY_BLOCK_ENTRIES)),
         ZeroFillField("pkeys_fill", lambda p: 2 * (PKEY_BLOCK_ENTRIES - len(p.pkeys))),
         _reserved("reserved", 164),
     ]
@@ -841,9 +842,9 @@ def pkey_entry(pkey: int, full_member: bool = True) -> int:
 # Bindings
 # --------------------------------------------------------------------------------------------------
 
-split_bottom_up(UDP, roce.BTH, dport=ROCEV2_UDP_PORT)
+split_bottom_up(UDP, roce.BTH, dport=icrc.ROCEV2_PORT)
 split_bottom_up(roce.GRH, roce.BTH)
-bind_layers(UDP, BTH, dport=ROCEV2_UDP_PORT)
+bind_layers(UDP, BTH, dport=icrc.ROCEV2_PORT)
 bind_layers(roce.GRH, BTH)
 
 # Building BTH()/X() fills in the opcode; dissection goes by the opcode table (_after).

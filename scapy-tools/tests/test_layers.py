@@ -259,6 +259,14 @@ def test_key_distribution_round_trip(key_type: KeyType, owners: list[int], pkey:
         key_type, owners, pkey, key_id, blob)
 
 
+def test_hostile_counts_keep_fixed_offsets() -> None:
+    dist = L.KeyDistribution(bytes(L.KeyDistribution(owner_count=255, owners=[1, 2], wrapped_key=b"K" * 64)))
+    assert dist.owner_count == 255 and dist.owners[:2] == [1, 2] and dist.wrapped_key == b"K" * 64
+    table = L.PKeyTable(bytes(L.PKeyTable(num_entries=200, pkeys=[0x8001])))
+    assert table.num_entries == 200 and len(table.pkeys) == L.PKEY_BLOCK_ENTRIES
+    assert table.pkeys[0] == 0x8001 and table.reserved == bytes(164)
+
+
 def test_key_distribution_carries_a_key_that_unwraps() -> None:
     kek = Key.generate(KeyType.CA_SK, (2,))
     p_sk = Key.generate(KeyType.P_SK, (0x8001,), length=32)
