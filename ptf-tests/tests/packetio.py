@@ -20,7 +20,7 @@ class PuntToSm(IbsecTest):
             frame = bytes(build_mad(dst=gid(0xFE, mf=mf)))
             self.send(HOST_PORT, frame)
             packet_in = self.client.get_packet_in(PACKET_IN_TIMEOUT)
-            self.assertIsNotNone(packet_in, "no PacketIn for a MAD to the SM")
+            assert packet_in is not None, "no PacketIn for a MAD to the SM"
             self.assertEqual(packet_in.payload, frame)
             self.assertEqual(self.packet_in_metadata(packet_in)["ingress_port"], HOST_PORT)
             self.verify_dropped()
