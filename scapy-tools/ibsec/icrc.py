@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import struct
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 
 from ibsec import opcodes
 from ibsec.addressing import mask_mf
@@ -47,18 +48,16 @@ class RoceFrame:
     data: bytes
     ip: int
     """Offset of the IPv6 header."""
+    udp: int = field(init=False)
+    """Offset of the UDP header."""
+    bth: int = field(init=False)
+    """Offset of the BTH."""
 
-    @property
-    def udp(self) -> int:
-        """Offset of the UDP header."""
-        return self.ip + IPV6_LEN
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "udp", self.ip + IPV6_LEN)
+        object.__setattr__(self, "bth", self.ip + IPV6_LEN + UDP_LEN)
 
-    @property
-    def bth(self) -> int:
-        """Offset of the BTH."""
-        return self.udp + UDP_LEN
-
-    @property
+    @cached_property
     def opcode(self) -> opcodes.Opcode:
         """The BTH opcode's table entry; :class:`Malformed` for reserved or unsupported codes."""
         try:
@@ -66,7 +65,7 @@ class RoceFrame:
         except opcodes.UnknownOpcode as err:
             raise Malformed(str(err)) from None
 
-    @property
+    @cached_property
     def headers_end(self) -> int:
         """Offset just past H (the BTH and the extension headers its opcode calls for)."""
         end = self.bth + self.opcode.header_length
