@@ -1574,6 +1574,10 @@ class Elaborator:
     def x_type_member(self, node: PTree, ctx: Ctx | None) -> Value:
         tname = str(node.children[0])
         member = self.name(node.children[1])
+        if ctx is not None and any(tname in scope for scope in ctx.scopes[1:]):
+            # a variable or instance that shadows a type of the same name (e.g. `packet_out`)
+            base = self.sym_value(self.lookup_sym(tname, node, ctx), tname, node)
+            return self.member_of(base, member, node)
         kind, info = self.types.get(tname, ("", None))
         if kind == "enum":
             if member not in self.enums[tname]:
@@ -1594,8 +1598,9 @@ class Elaborator:
         return Value({"op": "const", "value": member, "type": ERROR.json()}, ERROR, member)
 
     def x_member(self, node: PTree, ctx: Ctx | None) -> Value:
-        base = self.expr(node.children[0], ctx)
-        member = self.name(node.children[1])
+        return self.member_of(self.expr(node.children[0], ctx), self.name(node.children[1]), node)
+
+    def member_of(self, base: Value, member: str, node: PTree) -> Value:
         t = base.t
         if t.k in ("header", "struct"):
             for fname, ft in self.members(t):

@@ -317,3 +317,14 @@ def test_stack_push_pop_size_and_header_sizes(compile_text: Callable[..., Compil
         ("set_invalid", "hdr.s[2]", None),
     ]
     assert assigns(body[6:]) == [("meta.m8", 3), ("meta.m16", 14)]
+
+
+def test_an_instance_may_shadow_a_type_name(compile_text: Callable[..., Compiled]) -> None:
+    """`PacketOutCtl() packet_out;` then `packet_out.apply(...)`: packet_out is also core.p4's extern type."""
+    from p4switch.tests.frontend.conftest import TEMPLATE
+
+    sub = "control Sub(inout headers_t h) { apply { h.eth.type_ = 7; } }\n"
+    src = TEMPLATE.replace("control I(", sub + "control I(").replace(
+        "{BODY}", "    Sub() packet_out;\n    apply { packet_out.apply(hdr); }"
+    )
+    assert assigns(block(compile_text(src).ir, "I")["body"]) == [("hdr.eth.type_", 7)]
