@@ -93,3 +93,12 @@ def test_host_conventions() -> None:
         A.host_lid(0xBFFF)
     with pytest.raises(ValueError):
         A.guid_to_mac(0x0011223344556677)
+
+
+def test_marking_a_frame_flips_only_the_mf_bits_of_the_destination() -> None:
+    frame = Ether() / IPv6(src=A.host_gid(1, 7), dst=A.host_gid(2, 7)) / UDP(dport=4791, chksum=0)
+    before = bytes(frame)
+    after = bytes(A.mf_set(frame, A.MF_MAX))
+    diff = int.from_bytes(before, "big") ^ int.from_bytes(after, "big")
+    dst_lsb = 8 * (len(before) - (14 + 24 + 16))  # bit index of dst_addr[0] in the frame
+    assert diff == A.MF_MASK << dst_lsb
