@@ -195,6 +195,27 @@ def test_wrong_key_or_direction_is_a_mac_failure(mode: Mode) -> None:
     assert receiver.consecutive_mac_failures == 0
 
 
+_FUZZ_KEY, _FUZZ_N0 = os.urandom(16), os.urandom(12)
+_FUZZ_FRAMES = {mode: transport.seal(frame(3), _FUZZ_KEY if mode else None, Sender(mode, _FUZZ_N0))
+                for mode in (Mode.NONE, Mode.STH_AEAD)}
+
+
+@settings(max_examples=300, deadline=None)
+@given(mode=st.sampled_from([Mode.NONE, Mode.STH_AEAD]), cut=st.integers(0, 120), junk=st.binary(max_size=40),
+       at=st.integers(0, 119))
+def test_garbage_is_refused_with_a_wire_error_and_counted(mode: Mode, cut: int, junk: bytes, at: int) -> None:
+    """Truncated, extended or overwritten frames never raise anything but a WireError, and are counted."""
+    good = _FUZZ_FRAMES[mode]
+    garbage = (good[:at] + junk + good[at + len(junk):])[:cut] if junk else good[:cut]
+    receiver = Receiver(mode, Service.RC, _FUZZ_N0, initial_psn=3)
+    try:
+        transport.open_frame(garbage, _FUZZ_KEY, receiver)
+    except icrc.WireError:
+        assert sum(receiver.stats.values()) == 1 and "accepted" not in receiver.stats
+    else:
+        assert receiver.stats == {"accepted": 1}
+
+
 def test_downgrade_and_reserved_modes_are_dropped_and_counted() -> None:
     key, sender, receiver = pair(Mode.STH_AEAD)
     stripped = frame()  # an attacker replays the payload in clear with a valid ICRC
