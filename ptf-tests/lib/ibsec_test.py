@@ -8,15 +8,15 @@ scapy-tools/ibsec/marking.py, the same codecs the SM and the traceback use.
 from __future__ import annotations
 
 import itertools
-import struct
 from typing import Any
 
 from base_test import P4RuntimeTest
+from ibsec import icrc
 from ibsec.addressing import MF_MAX, gid_to_int, make_gid, mf_get, mf_set
+from ibsec.layers import AETH, BTH, DETH, MAD, RETH, STH, ImmDt, Method, MgmtClass
 from ibsec.marking import LEVEL_BITS, SLOT_AREA_BITS, FatTreeLayout, Kind, PortEntry
 from p4constants import const
 from ptf import testutils
-from scapy.contrib.roce import BTH
 from scapy.layers.inet import UDP
 from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether
@@ -190,6 +190,12 @@ class IbsecTest(P4RuntimeTest):
         self.assertIsInstance(result, self.dataplane.PollSuccess, f"no frame on port {port}")
         return bytes(result.packet)
 
+    def verify_marked(self, out: bytes, sent: bytes, mf: int, where: str) -> None:
+        """``out`` is ``sent`` with MF ``mf`` (UDP checksum zeroed if it changed), and its ICRC, which
+        treats MF bits as zeros, still holds."""
+        self.assertEqual(out, with_mf(sent, mf), where)
+        self.assertTrue(icrc.verify(out), f"{where}: ICRC broken by marking")
+
     def hop(self, frame: bytes, in_port: int, out_port: int) -> bytes:
         """Send ``frame`` in on ``in_port`` and return what leaves on ``out_port`` (nothing else may)."""
         self.send(in_port, frame)
@@ -201,35 +207,17 @@ class IbsecTest(P4RuntimeTest):
 # ---- packets -----------------------------------------------------------------------------------------
 
 
-def build_roce(opcode: int, extension: bytes = b"", payload: bytes = b"", *, src: str | None = None,
+def build_roce(opcode: int, *extension: Packet, payload: bytes = b"", src: str | None = None,
                dst: str | None = None, pkey: int = 0xFFFF, dest_qp: int = 0x12, sec_mode: int = 0,
                psn: int = 1, flow_label: int = 0) -> Packet:
-    """A RoCEv2 frame: Ether / IPv6 / UDP 4791 / BTH / extension headers / payload / ICRC."""
-    return (Ether(src=HOST_MAC, dst=FABRIC_MAC)
-            / IPv6(src=src or gid(0x10), dst=dst or gid(0x20), fl=flow_label, hlim=64)
-            / UDP(sport=0xC000, dport=const("ROCEV2_UDP_PORT"))
-            / BTH(opcode=opcode, pkey=pkey, dqpn=dest_qp, resv7=sec_mode << 4, psn=psn, ackreq=1)
-            / Raw(extension + payload))
-
-
-def reth(va: int = 0x1000, r_key: int = 0x1234, length: int = 64) -> bytes:
-    """RDMA ETH bytes."""
-    return struct.pack("!QII", va, r_key, length)
-
-
-def deth(q_key: int = 0x11111111, src_qp: int = 0x20) -> bytes:
-    """Datagram ETH bytes."""
-    return struct.pack("!II", q_key, src_qp)
-
-
-def aeth(syndrome: int = 0, msn: int = 7) -> bytes:
-    """ACK ETH bytes."""
-    return struct.pack("!I", (syndrome << 24) | msn)
-
-
-def mad_header(mgmt_class: int = 0x03, method: int = 0x05, attribute_id: int = 0x0002) -> bytes:
-    """The 24-byte MAD common header (default: a Notice/Trap of the subnet administration class)."""
-    return struct.pack("!BBBBHHQHHI", 1, mgmt_class, 1, method, 0, 0, 0x42, attribute_id, 0, 0)
+    """A RoCEv2 frame: Ether / IPv6 / UDP 4791 / BTH / extension headers / payload / ICRC (ibsec.layers)."""
+    packet = (Ether(src=HOST_MAC, dst=FABRIC_MAC)
+              / IPv6(src=src or gid(0x10), dst=dst or gid(0x20), fl=flow_label, hlim=64)
+              / UDP(sport=0xC000, dport=const("ROCEV2_UDP_PORT"), chksum=0)
+              / BTH(opcode=opcode, pkey=pkey, dqpn=dest_qp, secmode=sec_mode, psn=psn, ackreq=1))
+    for header in extension:
+        packet = packet / header
+    return packet / Raw(payload) if payload else packet
 
 
 def build_rc_send(**kw: Any) -> Packet:
@@ -239,31 +227,33 @@ def build_rc_send(**kw: Any) -> Packet:
 
 def build_rdma_write(**kw: Any) -> Packet:
     """RC RDMA WRITE Only with immediate: BTH, RETH, ImmDt, payload."""
-    return build_roce(const("OP_RC_WRITE_ONLY_IMM"), reth() + struct.pack("!I", 0xABCD),
-                      b"w" * 32, **kw)
+    return build_roce(const("OP_RC_WRITE_ONLY_IMM"), RETH(va=0x1000, rkey=0x1234, dmalen=32),
+                      ImmDt(immdt=0xABCD), payload=b"w" * 32, **kw)
 
 
 def build_ack(**kw: Any) -> Packet:
     """RC Acknowledge: BTH and AETH."""
-    return build_roce(const("OP_RC_ACKNOWLEDGE"), aeth(), **kw)
+    return build_roce(const("OP_RC_ACKNOWLEDGE"), AETH(syndrome=0, msn=7), **kw)
 
 
 def build_ud_send(**kw: Any) -> Packet:
     """UD SEND Only: BTH, DETH, payload."""
-    return build_roce(const("OP_UD_SEND_ONLY"), deth(), b"ud-datagram", **kw)
+    return build_roce(const("OP_UD_SEND_ONLY"), DETH(qkey=0x11111111, srcqp=0x20),
+                      payload=b"ud-datagram", **kw)
 
 
 def build_mad(**kw: Any) -> Packet:
-    """A 256-byte MAD on QP1: UD SEND Only with DETH (Q_Key 0x80010000) and the MAD."""
-    mad = mad_header().ljust(256, b"\0")
+    """A 256-byte MAD on QP1: UD SEND Only with DETH (Q_Key 0x80010000) and a trap's MAD header."""
     kw.setdefault("dest_qp", const("GSI_QP"))
-    return build_roce(const("OP_UD_SEND_ONLY"), deth(q_key=0x80010000), mad, **kw)
+    return build_roce(const("OP_UD_SEND_ONLY"), DETH(qkey=0x80010000, srcqp=1),
+                      MAD(mgmt_class=MgmtClass.SUBN_ADM, method=Method.TRAP, transaction_id=0x42,
+                          attribute_id=0x0002), **kw)
 
 
 def build_sth_packet(sec_mode: int = 2, **kw: Any) -> Packet:
     """RC SEND Only in a secure transport mode: BTH, STH (16-byte tag), payload."""
-    return build_roce(const("OP_RC_SEND_ONLY"), bytes(range(16)), b"ciphertext", sec_mode=sec_mode,
-                      **kw)
+    return build_roce(const("OP_RC_SEND_ONLY"), STH(tag=bytes(range(16))), payload=b"ciphertext",
+                      sec_mode=sec_mode, **kw)
 
 
 def build_plain_ipv6(dst: str | None = None, dport: int = 5000) -> Packet:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ibsec.marking import DdpmLayout, Kind
-from ibsec_test import IbsecTest, build_rc_send, frame_mf, gid, with_mf
+from ibsec_test import IbsecTest, build_rc_send, frame_mf, gid
 
 HOST_PORT, EXIT_PORT = 1, 8
 """The source host's port on the first switch; the destination host's port on the last."""
@@ -44,7 +44,7 @@ class DdpmTest(IbsecTest):
                 expected_mf = layout.step(expected_mf, delta)
             self.add_route(DESTINATION_GID, out_port)
             out = self.hop(frame, in_port, out_port)
-            self.assertEqual(out, with_mf(frame, expected_mf), f"at switch {here}")
+            self.verify_marked(out, frame, expected_mf, f"at switch {here}")
             frame = out
             in_port = out_port ^ 1 if out_port != EXIT_PORT else HOST_PORT
         return frame

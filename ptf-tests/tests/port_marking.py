@@ -62,7 +62,7 @@ class MarksUpToTheTop(FatTreeTest):
                 out = self.leaf_up(frame, digit)
             else:
                 out = self.switch_up_or_turn(frame, level, digit, UP_PORTS if level < 2 else [DOWN_PORT])
-            self.assertEqual(out, with_mf(frame, expected_mf), f"level {level}")
+            self.verify_marked(out, frame, expected_mf, f"level {level}")
             frame = out
         for _ in range(2):
             frame = self.switch_down(frame)
