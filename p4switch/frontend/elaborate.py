@@ -711,7 +711,7 @@ class Elaborator:
         elif pname == "size":
             table["size"] = self.const_int(value, ctx)
         elif pname in ("counters", "meters", "implementation"):
-            inst = self.table_extern(value, table, ctx)
+            inst = self.table_extern(value, table, ctx, self.annos(prop.children[0]))
             wanted = {
                 "counters": ("direct_counter",),
                 "meters": ("direct_meter",),
@@ -738,15 +738,16 @@ class Elaborator:
         else:
             raise unsupported(self.pos(prop), f"table property {pname}")
 
-    def table_extern(self, value: PTree, table: IR, ctx: Ctx) -> IR:
+    def table_extern(self, value: PTree, table: IR, ctx: Ctx, annos: dict[str, list[Any]]) -> IR:
+        """The instance a table property names, or instantiates inline (named by @name or after the table)."""
         if value.data == "ctor_call":
             t = (
                 self.resolve_type(value.children[0])
                 if isinstance(value.children[0], Tree)
                 else self.named_type(value.children[0])
             )
-            fq = table["name"] + "_" + t.name
-            return self.instantiate(t, kids(value.children[1]), fq, value, ctx, {})
+            fq = self.fq(ctx.prefix, "", annos) if annos.get("name") else table["name"] + "_" + t.name
+            return self.instantiate(t, kids(value.children[1]), fq, value, ctx, annos)
         if value.data != "name_ref":
             raise type_error(self.pos(value), "expected the name of an extern instance")
         sym = self.lookup_sym(str(value.children[0]), value, ctx)
@@ -1358,6 +1359,9 @@ class Elaborator:
             if sm.t != Type("struct", name="standard_metadata_t"):
                 raise type_error(self.pos(nodes[0]), f"mark_to_drop needs standard_metadata, got {sm.t}")
             return [{"s": "call", "fn": name, "args": [sm.ir], "src": src}]
+        if name == "clone3":
+            self.arity(args, 3, pos, name)
+            return [self.clone3(args, nodes, src)]
         if name in ("clone", "clone_preserving_field_list"):
             self.arity(args, 2 if name == "clone" else 3, pos, name)
             stmt: IR = {
@@ -1425,6 +1429,26 @@ class Elaborator:
             self.arity(args, 1, pos, name)
             return [{"s": "call", "fn": name, "args": [self.coerce(args[0], BOOL, nodes[0]).ir], "src": src}]
         raise unsupported(pos, f"extern function {name}")
+
+    def clone3(self, args: list[Value], nodes: list[Node], src: str) -> IR:
+        """Deprecated clone3(type, session, {fields}): user-metadata fields in the list are preserved."""
+        paths = []
+        for item in self.flatten(args[2], nodes[2]):
+            path = []
+            e = item.ir
+            while e["op"] == "member":
+                path.insert(0, e["field"])
+                e = e["expr"]
+            if e["op"] == "var" and e["type"] == {"k": "struct", "name": self.meta_type} and path:
+                paths.append(path)
+        return {
+            "s": "call",
+            "fn": "clone_preserving_field_list" if paths else "clone",
+            "clone_type": self.enum_member(args[0], "CloneType", nodes[0]),
+            "args": [self.coerce(args[1], bit(32), nodes[1]).ir],
+            **({"field_list": paths} if paths else {}),
+            "src": src,
+        }
 
     def field_list_paths(self, struct: str, index: int, prefix: tuple[str, ...] = ()) -> list[list[str]]:
         paths: list[list[str]] = []

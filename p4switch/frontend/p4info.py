@@ -3,7 +3,8 @@
 Ids: the resource type prefix (P4Ids.Prefix of p4info.proto) in the top byte; `@id(n)` is honoured (the
 prefix is added when n has none); otherwise the low 24 bits are the Jenkins one-at-a-time hash of the fully
 qualified name, probing upwards on a collision, which reproduces p4c's ids (e.g. "MyIngress.ipv4_lpm" ->
-37375156 as in the p4lang tutorials) and keeps them stable across runs.
+37375156 as in the p4lang tutorials) and keeps them stable across runs. (p4c releases before 2020 kept
+only 16 bits of the hash, so p4info files from old tutorials show smaller ids.)
 """
 
 from __future__ import annotations

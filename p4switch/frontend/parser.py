@@ -25,7 +25,7 @@ _GRAMMAR = Path(__file__).with_name("p4.lark")
 _DECL_NAME = re.compile(r"\b(?:header|struct|header_union|parser|control|package)\s+([A-Za-z_]\w*)")
 _EXTERN_OBJ = re.compile(r"\bextern\s+([A-Za-z_]\w*)\s*(<[^>{};]*>)?\s*\{([^}]*)\}")
 _ENUM = re.compile(r"\benum\s+(?:(?:bit|int)\s*<\s*\d+\s*>\s*)?([A-Za-z_]\w*)\s*\{")
-_TYPEDEF = re.compile(r"\b(?:typedef|type)\s+[^;{}]*?\b([A-Za-z_]\w*)\s*;")
+_TYPEDEF = re.compile(r"(?<![.\w])(?:typedef|type)\s+[^;{}=]*?\b([A-Za-z_]\w*)\s*;")
 _GENERIC_DECL = re.compile(
     r"\b(?:extern|parser|control|package)\s+(?:[A-Za-z_]\w*\s+)?[A-Za-z_]\w*\s*<([\w\s,]*)>"
 )

@@ -110,6 +110,8 @@ extern void mark_to_drop(inout standard_metadata_t standard_metadata);
 extern void hash<O, T, D, M>(out O result, in HashAlgorithm algo, in T base, in D data, in M max);
 extern void clone(in CloneType kind, in bit<32> session);
 extern void clone_preserving_field_list(in CloneType kind, in bit<32> session, bit<8> index);
+@deprecated("Please use clone_preserving_field_list instead")
+extern void clone3<T>(in CloneType kind, in bit<32> session, in T data);
 extern void resubmit_preserving_field_list(bit<8> index);
 extern void recirculate_preserving_field_list(bit<8> index);
 extern void truncate(in bit<32> length);

@@ -200,3 +200,35 @@ def test_aliases_are_the_shortest_unique_suffix() -> None:
 
 def test_p4info_text_parses_back(features: Compiled) -> None:
     assert text_format.Parse(features.p4info_text(), p4i.P4Info()) == features.p4info
+
+
+def test_ngsdn_style_program() -> None:
+    """Inline `@name(...) counters = direct_counter(...)` as ngsdn-tutorial has them, selectors, clone3."""
+    prog = compile_file(PROGRAMS / "ngsdn_style.p4")
+    info = prog.p4info
+    tables = by_name(info.tables)
+    direct = by_name(info.direct_counters)
+    assert sorted(direct) == sorted(
+        f"IngressPipeImpl.{t}_table_counter"
+        for t in ("l2_exact", "l2_ternary", "ndp_reply", "routing_v6", "acl")
+    )
+    for name, counter in direct.items():
+        table = tables[name.removesuffix("_counter")]
+        assert counter.direct_table_id == table.preamble.id
+        assert list(table.direct_resource_ids) == [counter.preamble.id]
+        assert counter.spec.unit == p4i.CounterSpec.BOTH
+    routing = tables["IngressPipeImpl.routing_v6_table"]
+    assert [(f.name, f.bitwidth, f.match_type) for f in routing.match_fields] == [
+        ("hdr.ipv6.dst_addr", 128, p4i.MatchField.LPM)
+    ]
+    assert (
+        routing.implementation_id
+        == by_name(info.action_profiles)["IngressPipeImpl.ecmp_selector"].preamble.id
+    )
+    assert len(tables["IngressPipeImpl.acl_table"].match_fields) == 8
+    cpm = by_name(info.controller_packet_metadata)
+    assert cpm["packet_in"].preamble.id == 0x04000000 | (name_hash("cpu_in_header_t") & 0xFFFFFF)
+    clone = next(
+        s for a in prog.ir["actions"] if a["name"] == "IngressPipeImpl.clone_to_cpu" for s in a["body"]
+    )
+    assert (clone["fn"], clone["clone_type"], clone["args"][0]["value"]) == ("clone", "I2E", 99)
