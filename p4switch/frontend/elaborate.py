@@ -1434,7 +1434,7 @@ class Elaborator:
         """Deprecated clone3(type, session, {fields}): user-metadata fields in the list are preserved."""
         paths = []
         for item in self.flatten(args[2], nodes[2]):
-            path = []
+            path: list[str] = []
             e = item.ir
             while e["op"] == "member":
                 path.insert(0, e["field"])
