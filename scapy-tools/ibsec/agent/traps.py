@@ -13,24 +13,41 @@ from collections.abc import Callable, Hashable
 
 
 class RateLimiter:
-    """Allows one event per ``window`` seconds per key; remembers at most ``max_keys`` keys."""
+    """Allows one event per ``window`` seconds per key, and at most ``burst`` events per second overall.
+
+    The per-key window is the suppression the SM expects; the overall budget keeps a flood that varies
+    its keys (every frame a new P_Key) from making the agent build and send a trap per frame. Remembers
+    at most ``max_keys`` keys.
+    """
 
     def __init__(
-        self, window: float, max_keys: int = 4096, clock: Callable[[], float] = time.monotonic
+        self,
+        window: float,
+        burst: int = 20,
+        max_keys: int = 4096,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.window = window
+        self.burst = burst
         self.max_keys = max_keys
         self._clock = clock
         self._last: dict[Hashable, float] = {}
+        self._second = (0.0, 0)  # (start of the current one-second budget, events in it)
         self._lock = threading.Lock()
 
     def allow(self, key: Hashable) -> bool:
-        """True if no event for ``key`` was allowed within the last window (and record this one)."""
+        """True if ``key`` had no event within the window and the overall budget has room (records it)."""
         now = self._clock()
         with self._lock:
             last = self._last.get(key)
             if last is not None and now - last < self.window:
                 return False
+            start, used = self._second
+            if now - start >= 1.0:
+                start, used = now, 0
+            if used >= self.burst:
+                return False
+            self._second = (start, used + 1)
             if len(self._last) >= self.max_keys:
                 self._expire(now)
             self._last[key] = now

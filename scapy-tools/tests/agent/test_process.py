@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import random
 import signal
 from collections.abc import Callable
 from pathlib import Path
 
+from ibsec.agent.frames import View
+
 from .conftest import namespaces
-from .fabric import Fabric
+from .fabric import Agent, Fabric
+from .helpers import Tap, provision, rc_pair, start_agents, wait_for
+from .test_inprocess import mutate
 
 
 def test_agent_answers_logs_and_stops_on_sigterm(make_fabric: Callable[[int], Fabric]) -> None:
@@ -37,3 +43,35 @@ def test_fabric_removes_namespaces_and_processes_even_when_the_test_fails(tmp_pa
         fabric.close()
     assert agent.process.poll() is not None
     assert not created & namespaces()
+
+
+def test_a_burst_of_random_and_mutated_frames_on_the_wire_crashes_nothing(
+    make_fabric: Callable[[int], Fabric],
+) -> None:
+    fabric = make_fabric(2)
+    prov = provision(fabric, fabric.hosts)
+    a, b = start_agents(fabric, fabric.hosts, prov, None)
+    tap = Tap(fabric.hosts[0])
+    corpus = [frame for frame, view in tap_frames(tap, lambda: _traffic(a, b)) if view.dst_gid != bytes(16)]
+    rng = random.Random(7)
+    for i in range(3000):
+        frame = mutate(rng, rng.choice(corpus)) if i % 2 else os.urandom(rng.randint(14, 300))
+        tap.send(frame.ljust(60, b"\0"))  # the kernel refuses frames shorter than an Ethernet header
+    tap.close()
+    assert wait_for(lambda: b.counters()["stats"]["rx_frames"] >= 3000, timeout=20)
+    assert "internal_errors" not in b.counters()["stats"]
+    qpn, remote = rc_pair(a, b, 2, "session")
+    a.call("send", qpn=qpn, data="after the storm")
+    assert b.call("recv", qpn=remote, timeout=5)["data_hex"] == b"after the storm".hex()
+    assert b.process.poll() is None
+
+
+def _traffic(a: Agent, b: Agent) -> None:
+    for mode in range(5):
+        qpn, _ = rc_pair(a, b, mode, "session")
+        a.call("send", qpn=qpn, data=f"mode {mode}")
+
+
+def tap_frames(tap: Tap, during: Callable[[], None]) -> list[tuple[bytes, View]]:
+    during()
+    return tap.frames(0.5)

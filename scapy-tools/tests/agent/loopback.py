@@ -1,0 +1,72 @@
+"""Two or more adapters in this process joined by queues: fast tests of the receive path, no namespaces."""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from ibsec import addressing, keys
+from ibsec.agent.adapter import Adapter, AgentConfig
+from ibsec.agent.qp import Partition, Scope
+
+SECURE_PKEY = 0x8001
+
+
+class Loopback:
+    """Adapters whose frames reach each other through one queue each, pumped by a thread each.
+
+    ``record`` keeps every frame sent (the fuzz corpus); ``mute`` drops everything sent (so a fuzzed
+    adapter's answers go nowhere).
+    """
+
+    def __init__(self, tmp: Path, n: int = 2, **config: object) -> None:
+        self.frames: list[bytes] = []
+        self.mute = False
+        self._queues: list[queue.Queue[bytes]] = [queue.Queue() for _ in range(n)]
+        self._stop = threading.Event()
+        guids = [addressing.host_guid(i) for i in range(n)]
+        self.ca_keys = [keys.Key.generate(keys.KeyType.CA_SK, (g,)) for g in guids]
+        self.p_sk = keys.Key.generate(keys.KeyType.P_SK, (SECURE_PKEY,))
+        pairs = [keys.Key.generate(keys.KeyType.CA_SK_IJ, (a, b)) for a in guids for b in guids if a < b]
+        self.adapters: list[Adapter] = []
+        for i in range(n):
+            key_file = tmp / f"h{i}.keys"
+            keys.write_key_file(
+                key_file, [self.ca_keys[i], self.p_sk, *(k for k in pairs if guids[i] in k.owner)]
+            )
+            mac = bytes.fromhex(addressing.host_mac(i).replace(":", ""))
+            adapter = Adapter(
+                AgentConfig(name=f"h{i}", mac=mac, key_file=key_file, **config),  # type: ignore[arg-type]
+                self._sender(mac),
+            )
+            adapter.set_partitions([Partition(0xFFFF), Partition(SECURE_PKEY, 0, Scope.PARTITION)])
+            self.adapters.append(adapter)
+        self._threads = [threading.Thread(target=self._pump, args=(i,), daemon=True) for i in range(n)]
+        for thread in self._threads:
+            thread.start()
+
+    def _sender(self, mac: bytes) -> Callable[[bytes], None]:
+        def send(frame: bytes) -> None:
+            if self.mute:
+                return
+            self.frames.append(frame)
+            for i, adapter in enumerate(self.adapters):
+                if frame[:6] == adapter.config.mac:
+                    self._queues[i].put(frame)
+
+        return send
+
+    def _pump(self, i: int) -> None:
+        while not self._stop.is_set():
+            try:
+                frame = self._queues[i].get(timeout=0.05)
+            except queue.Empty:
+                continue
+            self.adapters[i].receive(frame)
+
+    def close(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join()

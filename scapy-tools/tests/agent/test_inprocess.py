@@ -1,0 +1,197 @@
+"""The adapter in-process (no namespaces): mode 0 without crypto, the SM's vendor MADs, key retirement,
+and a fuzz of the receive path with random and mutated frames."""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from ibsec import addressing, keys, layers, mad_auth, transport
+from ibsec.agent.adapter import Adapter, AgentConfig
+from ibsec.agent.frames import Builder, gid_bytes, parse
+from ibsec.agent.qp import Scope, Service, State
+from scapy.layers.l2 import Ether
+
+from .loopback import SECURE_PKEY, Loopback
+
+SM_INDEX = 9
+SM_GID = addressing.host_gid(SM_INDEX, 1)
+FUZZ_FRAMES = int(os.environ.get("IBSEC_FUZZ_FRAMES", "50000"))
+
+
+@pytest.fixture
+def loop(tmp_path: Path) -> Iterator[Loopback]:
+    link = Loopback(tmp_path, sm_gid=SM_GID, mac_failure_threshold=4, retire_after=12)
+    yield link
+    link.close()
+
+
+def test_mode_0_makes_no_crypto_call(loop: Loopback, monkeypatch: pytest.MonkeyPatch) -> None:
+    a, b = loop.adapters
+
+    def forbidden(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a crypto call in mode 0")
+
+    for target, name in (
+        (transport, "gcm_seal"),
+        (transport, "gcm_open"),
+        (keys, "prf"),
+        (keys, "derive_connection_key"),
+        (keys, "wrap_key"),
+        (keys, "unwrap_key"),
+    ):
+        monkeypatch.setattr(target, name, forbidden)
+    monkeypatch.setattr(a.skc, "get", forbidden)
+    monkeypatch.setattr(b.skc, "get", forbidden)
+    for scope in Scope:
+        qp = a.cm.connect(b.gid, Service.RC, SECURE_PKEY, 0, scope, 2.0)
+        a.post_send(qp.qpn, b"clear")
+        assert b.wait_recv(qp.remote_qpn or 0, 2) == b"clear"
+        region = b.memory.register(64)
+        a.post_write(qp.qpn, region.addr, region.r_key, b"written")
+        assert a.wait_outstanding(qp.qpn, 0, 2) and region.read(region.addr, 7) == b"written"
+        ud = a.cm.connect(b.gid, Service.UD, SECURE_PKEY, 0, scope, 2.0)
+        peer = next(iter(ud.peers.values()))
+        a.post_send(ud.qpn, b"datagram", (peer.gid, peer.qpn))
+        assert b.wait_recv(peer.qpn, 2) == b"datagram"
+
+
+def _vendor_frame(attr: layers.VendorAttr, body: object, key: keys.Key, dst: str, tid: int) -> bytes:
+    mad = (
+        layers.MAD(
+            mgmt_class=layers.MgmtClass.IBSEC_VENDOR,
+            method=layers.Method.SET,
+            attribute_id=attr,
+            transaction_id=tid,
+        )
+        / body
+    )
+    payload = mad_auth.seal(key.material, bytes(mad)[: layers.MAD_LEN], SM_GID)
+    sm = Builder(bytes.fromhex(addressing.host_mac(SM_INDEX).replace(":", "")), gid_bytes(SM_GID))
+    return sm.mad_frame(dst, 0xFFFF, payload)
+
+
+def test_sm_vendor_mads_set_keys_and_pkeys_only_when_authentic_and_fresh(loop: Loopback) -> None:
+    a = loop.adapters[0]
+    ca_sk = loop.ca_keys[0]
+    new_pkey = 0x8123
+    p_sk = keys.Key.generate(keys.KeyType.P_SK, (new_pkey,))
+    body = layers.KeyDistribution(
+        key_type=keys.KeyType.P_SK, owners=[new_pkey], pkey=new_pkey, wrapped_key=keys.wrap_key(ca_sk, p_sk)
+    )
+    a.receive(_vendor_frame(layers.VendorAttr.KEY_DISTRIBUTION, body, ca_sk, a.gid, tid=10))
+    assert a.keyring.partition_key(new_pkey) == p_sk
+    replies = [Ether(f) for f in loop.frames if parse(f) and parse(f).dst_gid == gid_bytes(SM_GID)]  # type: ignore[union-attr]
+    reply = replies[-1]
+    assert mad_auth.verify_packet(ca_sk.material, reply)[layers.MAD].r == 1
+    assert bytes(reply[layers.KeyDistribution].wrapped_key) == bytes(
+        keys.WRAPPED_KEY_LEN
+    )  # never echoes the key
+
+    table = layers.PKeyTable(pkeys=[0xFFFF, new_pkey])
+    a.receive(_vendor_frame(layers.VendorAttr.PKEY_TABLE, table, ca_sk, a.gid, tid=11))
+    assert sorted(a.partitions) == [new_pkey, 0xFFFF]
+
+    forged_key = keys.Key.generate(keys.KeyType.CA_SK, ca_sk.owner)
+    a.receive(
+        _vendor_frame(layers.VendorAttr.PKEY_TABLE, layers.PKeyTable(pkeys=[0x8777]), forged_key, a.gid, 12)
+    )
+    a.receive(_vendor_frame(layers.VendorAttr.PKEY_TABLE, layers.PKeyTable(pkeys=[0x8777]), ca_sk, a.gid, 11))
+    assert sorted(a.partitions) == [new_pkey, 0xFFFF]
+    drops = a.counters.snapshot()["drops"]
+    assert drops["bad_auth"] == 1 and drops["replay"] == 1
+
+
+def test_a_key_is_retired_after_the_hard_limit_of_mac_failures(loop: Loopback) -> None:
+    a, b = loop.adapters
+    qp = a.cm.connect(b.gid, Service.RC, SECURE_PKEY, 1, Scope.SESSION, 2.0)
+    remote = b.qps[qp.remote_qpn or 0]
+    forger = Builder(a.config.mac, gid_bytes(a.gid))
+    for i in range(12):
+        plain = forger.plain(b.gid, "RC_SEND_ONLY", SECURE_PKEY, remote.qpn, qp.next_psn, b"guess")
+        frame = bytearray(
+            transport.seal(plain, os.urandom(16), transport.Sender(transport.Mode.ICRC_MAC, os.urandom(12)))
+        )
+        frame[-4:] = i.to_bytes(4, "big")
+        b.receive(bytes(frame))
+    assert b.counters.snapshot()["drops"]["mac_failure"] == 12
+    assert remote.state is State.ERROR and remote.security is not None and remote.security.retired
+    # a trap at 4, 8 and 12 failures: the first goes out, the others fall in its suppression window
+    assert (b.counters.stat("traps_sent"), b.counters.stat("traps_suppressed")) == (1, 2)
+    trap = next(Ether(f) for f in loop.frames if f[:6] != a.config.mac and f[:6] != b.config.mac)
+    notice = mad_auth.verify_packet(loop.ca_keys[1].material, trap)[layers.Notice]
+    assert notice.data_details.qp == remote.qpn and notice.data_details.mac_failures == 4
+
+
+def _corpus(loop: Loopback) -> list[bytes]:
+    """Valid frames of every kind: CM, RC SEND / WRITE / ACK and UD in every mode."""
+    a, b = loop.adapters
+    for mode in range(5):
+        qp = a.cm.connect(b.gid, Service.RC, SECURE_PKEY, mode, Scope.SESSION, 2.0)
+        a.post_send(qp.qpn, bytes(range(mode * 10 + 5)))
+        region = b.memory.register(1024, 2 if mode else None)
+        memory_key = b.memory.delegate(region.r_key, region.addr, 1024).material if mode else None
+        a.post_write(qp.qpn, region.addr, region.r_key, b"w" * 33, memory_key)
+        assert a.wait_outstanding(qp.qpn, 0, 2)
+        ud = a.cm.connect(b.gid, Service.UD, SECURE_PKEY, mode, Scope.DERIVED, 2.0)
+        peer = next(iter(ud.peers.values()))
+        a.post_send(ud.qpn, b"ud" * mode, (peer.gid, peer.qpn))
+    return [f for f in loop.frames if f[:6] == b.config.mac]
+
+
+def mutate(rng: random.Random, frame: bytes) -> bytes:
+    out = bytearray(frame)
+    kind = rng.randrange(6)
+    if kind == 0:  # flip bits anywhere
+        for _ in range(rng.randint(1, 4)):
+            out[rng.randrange(len(out))] ^= 1 << rng.randrange(8)
+    elif kind == 1:  # a random value in a BTH field (opcode, flags, P_Key, QPN, mode byte, PSN)
+        out[62 + rng.choice([0, 1, 2, 3, 5, 6, 7, 8, 9, 11])] = rng.randrange(256)
+    elif kind == 2:  # truncate
+        del out[rng.randrange(len(out)) :]
+    elif kind == 3:  # extend
+        out += os.urandom(rng.randint(1, 64))
+    elif kind == 4:  # random bytes after the headers, lengths made consistent
+        out[rng.randrange(62, len(out)) :] = os.urandom(rng.randint(0, 80))
+        if len(out) > 62:
+            size = (len(out) - 54).to_bytes(2, "big")
+            out[18:20], out[58:60] = size, size
+    else:  # valid headers, a different extension-header and payload area
+        out[74:] = os.urandom(max(0, len(out) - 74))
+    return bytes(out)
+
+
+def test_fuzzing_the_receive_path_crashes_nothing(loop: Loopback) -> None:
+    corpus = _corpus(loop)
+    assert len(corpus) > 20
+    victim = loop.adapters[1]
+    loop.mute = True
+    rng = random.Random(5)
+    header = corpus[0][:62]
+    for i in range(FUZZ_FRAMES):
+        if i % 2:
+            frame = mutate(rng, rng.choice(corpus))
+        elif i % 4:
+            frame = os.urandom(rng.randint(0, 200))
+        else:
+            frame = header + os.urandom(rng.randint(0, 300))
+        victim.receive(frame)
+    stats = victim.counters.snapshot()
+    assert stats["stats"].get("internal_errors", 0) == 0
+    assert stats["stats"]["rx_frames"] >= FUZZ_FRAMES
+    assert sum(stats["drops"].values()) > FUZZ_FRAMES // 4
+    loop.mute = False
+    a, b = loop.adapters
+    qp = a.cm.connect(b.gid, Service.RC, SECURE_PKEY, 2, Scope.SESSION, 2.0)
+    a.post_send(qp.qpn, b"still alive")
+    assert b.wait_recv(qp.remote_qpn or 0, 2) == b"still alive"
+
+
+def test_config_without_keys_refuses_secure_connections_cleanly(tmp_path: Path) -> None:
+    adapter = Adapter(AgentConfig(name="bare", mac=bytes.fromhex("020000000007")), lambda frame: None)
+    qp = adapter.create_qp(Service.RC, 0xFFFF, 2, Scope.PARTITION)
+    with pytest.raises(Exception, match="no P_SK"):
+        adapter.security_for(qp, addressing.host_gid(1, 1), 0x100, None, True, (bytes(12), bytes(12)), 0)
