@@ -63,8 +63,8 @@ class Opcode:
 
     @property
     def operation(self) -> str:
-        """The operation name without the service prefix, e.g. ``SEND_ONLY``."""
-        return self.name.split("_", 1)[1]
+        """The operation name without the service prefix, e.g. ``SEND_ONLY`` (``CNP`` has none)."""
+        return self.name.partition("_")[2] or self.name
 
 
 class UnknownOpcode(ValueError):

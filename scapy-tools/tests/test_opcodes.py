@@ -45,6 +45,7 @@ def test_codes_and_services() -> None:
     assert not opcodes.BY_NAME["RC_ACKNOWLEDGE"].has_payload
     assert opcodes.BY_NAME["RC_RDMA_READ_RESPONSE_FIRST"].has_payload
     assert opcodes.BY_NAME["RC_SEND_ONLY"].operation == "SEND_ONLY"
+    assert opcodes.BY_NAME["CNP"].operation == "CNP"
     # UC has no READ, ACK or atomics; UD only SEND ONLY (+imm)
     assert {op.code for op in opcodes.OPCODES.values() if op.service is Service.UC} == set(range(0x20, 0x2C))
     assert {op.code for op in opcodes.OPCODES.values() if op.service is Service.UD} == {0x64, 0x65}

@@ -66,6 +66,20 @@ def test_round_trip_in_every_mode(mode: Mode, opcode: str) -> None:
     assert info.response == (opcode == "RC_ACKNOWLEDGE")
 
 
+@settings(max_examples=150, deadline=None)
+@given(mode=st.sampled_from(list(Mode)), opcode=st.sampled_from(sorted(BY_NAME)),
+       body=st.binary(max_size=300), psn=st.integers(0, 0xFFFFFF), marked=st.integers(0, addressing.MF_MAX))
+def test_round_trip_any_opcode_payload_and_psn(mode: Mode, opcode: str, body: bytes, psn: int,
+                                               marked: int) -> None:
+    key, sender, _ = pair(mode)
+    receiver = Receiver(mode, BY_NAME[opcode].service, sender.n0, initial_psn=psn)
+    sealed = transport.seal(frame(psn, body, opcode, pad=0), key, sender)
+    dst = IP + 24  # switches mark the packet on its way
+    sealed = sealed[:dst] + addressing.mf_set(sealed[dst:dst + 16], marked) + sealed[dst + 16:]
+    payload, info = transport.open_frame(sealed, key, receiver)
+    assert (payload, info.epsn, info.opcode.name) == (body, psn, opcode)
+
+
 def test_pad_bytes_are_covered_and_stripped() -> None:
     key, sender, receiver = pair(Mode.STH_AEAD)
     sealed = transport.seal(frame(pad=3, payload=b"abcd\0\0\0"), key, sender)
