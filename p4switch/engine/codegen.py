@@ -3,8 +3,10 @@ control, table apply and action. The source is compiled once at load time; per p
 runs straight-line code on ints and ``__slots__`` objects.
 
 Conventions of the generated code:
-- header objects have ``valid__`` plus one attribute per field; struct objects one per member; both
-  have ``copy()`` and ``set_(other)`` (in-place assignment with P4 value semantics);
+- header objects have ``valid__`` plus one attribute per field, defaulting to class attributes (invalid,
+  zero) so a packet's headers cost one bare object each (measured faster than ``__slots__`` with an
+  ``__init__``); struct objects use ``__slots__``; both have ``copy()`` and ``set_(other)`` (in-place
+  assignment with P4 value semantics);
 - parser/control functions take their parameters in declaration order (the packet parameter is the
   engine's ``PacketCtx``); control locals live on a per-invocation ``L`` object so the control's actions
   can reach them; action functions take ``(<control params>, L, <action data>)``;
@@ -123,25 +125,20 @@ class Codegen:
             fields = [f["name"] for f in h["fields"]]
             cls = f"H_{ident(name)}"
             slots = ["valid__"] + [attr(f) for f in fields]
+            # no __slots__: fields default to the class attributes (invalid, zero), so creating a header
+            # per packet costs one object and only written fields take instance storage
             o.line(f"class {cls}:")
             o.indent()
-            o.line(f"__slots__ = {tuple(slots)!r}")
-            o.line("def __init__(self):")
-            o.indent()
             for s in slots:
-                o.line(f"self.{s} = {'False' if s == 'valid__' else '0'}")
-            o.dedent()
+                o.line(f"{s} = {'False' if s == 'valid__' else '0'}")
             o.line("def copy(self):")
             o.indent()
-            o.line(f"n = _new({cls})")
-            for s in slots:
-                o.line(f"n.{s} = self.{s}")
+            o.line(f"n = _new({cls}); n.__dict__.update(self.__dict__)")
             o.line("return n")
             o.dedent()
             o.line("def set_(self, other):")
             o.indent()
-            for s in slots:
-                o.line(f"self.{s} = other.{s}")
+            o.line("d = self.__dict__; d.clear(); d.update(other.__dict__)")
             o.dedent()
             o.line("def pack(self):")
             o.indent()
@@ -193,11 +190,11 @@ class Codegen:
         if k == "bool":
             return "False"
         if k == "header":
-            return f"H_{ident(t['name'])}()"
+            return f"_new(H_{ident(t['name'])})"
         if k == "struct":
             return f"S_{ident(t['name'])}()"
         if k == "stack":
-            return f"[H_{ident(t['elem'])}() for _ in range({t['size']})]"
+            return f"[_new(H_{ident(t['elem'])}) for _ in range({t['size']})]"
         return "0"
 
     def copy_value(self, t: Json, expr: str) -> str:
@@ -681,30 +678,38 @@ class Codegen:
         return cls
 
     def gen_parser(self, p: Json) -> None:
+        """One function per parser: a dispatch loop over the states reached from several places (or in
+        a loop); a state with a single predecessor is generated inline at its transition, so a typical
+        header chain runs as straight-line code."""
         sc = self.block_scope(p, locals_obj=False, parser=True)
         o = self.out
+        by_name = {s["name"]: s for s in p["states"]}
+        if "start" not in by_name:
+            raise self.error(p, "parser has no start state")
+        refs: dict[str, int] = {}
+        for state in p["states"]:
+            for target in self.successors(state):
+                refs[target] = refs.get(target, 0) + 1
+        inline = {
+            n
+            for n, count in refs.items()
+            if count == 1 and n != "start" and n in by_name and not self.on_cycle(n, by_name)
+        }
+        dispatched = [by_name["start"]] + [s for s in p["states"] if s["name"] not in inline | {"start"}]
+        self.parser_states = (by_name, {s["name"]: i for i, s in enumerate(dispatched)}, inline)
         o.line(f"def PARSER_{ident(p['name'])}({sc.names['$args']}):")
         o.indent()
         for v in p.get("locals", []):
             o.line(f"l_{v['name']} = {self.init_value(v['type'])}")
         o.line("data = _pk.data; n = len(data); pos = 0; st = 0")
-        states = {s["name"]: i for i, s in enumerate(p["states"])}
-        if "start" not in states:
-            raise self.error(p, "parser has no start state")
-        # start first
-        order = sorted(p["states"], key=lambda s: s["name"] != "start")
-        states = {s["name"]: i for i, s in enumerate(order)}
         o.line("try:")
         o.indent()
         o.line("while True:")
         o.indent()
-        for i, state in enumerate(order):
+        for i, state in enumerate(dispatched):
             o.line(f"{'if' if i == 0 else 'elif'} st == {i}:")
             o.indent()
-            o.line(f"if TR: _trace('parser: state %s', {state['name']!r})")
-            for s in state.get("body", []):
-                self.stmt(s, sc)
-            self.transition(state["transition"], states, sc)
+            self.parser_state(state, sc)
             o.dedent()
         o.dedent()
         o.dedent()
@@ -713,19 +718,47 @@ class Codegen:
         o.line("_pk.pos = pos; return st")
         o.dedent()
 
-    def goto(self, target: str, states: dict[str, int]) -> str:
-        if target == "accept":
-            return "st = 0; break"
-        if target == "reject":
-            return "st = -1; break"
-        if target not in states:
-            raise ProgramError(f"unknown parser state {target}")
-        return f"st = {states[target]}; continue"
+    @staticmethod
+    def successors(state: Json) -> list[str]:
+        tr = state["transition"]
+        targets = [tr["next"]] if tr["kind"] == "goto" else [c["next"] for c in tr["cases"]]
+        return [t for t in targets if t not in ("accept", "reject")]
 
-    def transition(self, tr: Json, states: dict[str, int], sc: Scope) -> None:
+    def on_cycle(self, name: str, by_name: dict[str, Json]) -> bool:
+        seen: set[str] = set()
+        todo = [t for t in self.successors(by_name[name]) if t in by_name]
+        while todo:
+            current = todo.pop()
+            if current == name:
+                return True
+            if current not in seen:
+                seen.add(current)
+                todo += [t for t in self.successors(by_name[current]) if t in by_name]
+        return False
+
+    def parser_state(self, state: Json, sc: Scope) -> None:
+        self.out.line(f"if TR: _trace('parser: state %s', {state['name']!r})")
+        for s in state.get("body", []):
+            self.stmt(s, sc)
+        self.transition(state["transition"], sc)
+
+    def goto(self, target: str, sc: Scope) -> None:
+        by_name, index, inline = self.parser_states
+        if target == "accept":
+            self.out.line("st = 0; break")
+        elif target == "reject":
+            self.out.line("st = -1; break")
+        elif target in inline:
+            self.parser_state(by_name[target], sc)
+        elif target in index:
+            self.out.line(f"st = {index[target]}; continue")
+        else:
+            raise ProgramError(f"unknown parser state {target}")
+
+    def transition(self, tr: Json, sc: Scope) -> None:
         o = self.out
         if tr["kind"] == "goto":
-            o.line(self.goto(tr["next"], states))
+            self.goto(tr["next"], sc)
             return
         keys = []
         for k in tr["keys"]:
@@ -743,10 +776,17 @@ class Codegen:
                     conds.append(f"{var} & {ks['mask']} == {ks['value']}")
                 elif kind == "range":
                     conds.append(f"{ks['low']} <= {var} <= {ks['high']}")
-            cond = " and ".join(conds) or "True"
-            o.line(f"{'if' if first else 'elif'} {cond}:")
+            if not conds:  # default case: the rest of the cases can never match
+                o.line("else:" if not first else "if True:")
+                o.indent()
+                self.goto(case["next"], sc)
+                o.dedent()
+                return
+            o.line(f"{'if' if first else 'elif'} {' and '.join(conds)}:")
             first = False
-            o.line(f"    {self.goto(case['next'], states)}")
+            o.indent()
+            self.goto(case["next"], sc)
+            o.dedent()
         if not first:
             o.line("else:")
             o.indent()
