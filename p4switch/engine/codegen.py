@@ -138,7 +138,7 @@ class Codegen:
             o.dedent()
             o.line("def set_(self, other):")
             o.indent()
-            o.line("d = self.__dict__; d.clear(); d.update(other.__dict__)")
+            o.line("if other is not self: d = self.__dict__; d.clear(); d.update(other.__dict__)")
             o.dedent()
             o.line("def pack(self):")
             o.indent()
