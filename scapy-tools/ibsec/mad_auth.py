@@ -110,7 +110,8 @@ def _sender(pkt: Packet) -> str:
 def sign_packet(key: bytes, pkt: Packet) -> Packet:
     """A copy of a RoCEv2 MAD packet with a fresh trailer (replacing any).
 
-    The IPv6 and UDP lengths, the UDP checksum and the ICRC of the copy are recomputed on build.
+    The IPv6 and UDP lengths and the ICRC of the copy are recomputed on build, so is a non-zero UDP
+    checksum (a zero one, RoCEv2's usual, stays zero).
     """
     out = pkt.copy()
     mad, data = _mad_bytes(out)
@@ -119,11 +120,20 @@ def sign_packet(key: bytes, pkt: Packet) -> Packet:
         old.underlayer.remove_payload()
     sealed = seal(key, data, _sender(out))
     mad.lastlayer().add_payload(MadAuth(sealed[MAD_LEN:]))
-    for layer, fields in ((IPv6, ("plen",)), (UDP, ("len", "chksum")), (roce.BTH, ("icrc",))):
-        found = out.getlayer(layer)
-        for name in fields if found is not None else ():
-            setattr(found, name, None)
+    _recompute_lengths(out)
     return out
+
+
+def _recompute_lengths(pkt: Packet) -> None:
+    ipv6, udp, bth = pkt.getlayer(IPv6), pkt.getlayer(UDP), pkt.getlayer(roce.BTH)
+    if ipv6 is not None:
+        ipv6.plen = None
+    if udp is not None:
+        udp.len = None
+        if udp.chksum != 0:
+            udp.chksum = None
+    if bth is not None:
+        bth.icrc = None
 
 
 def verify_packet(key: bytes, pkt: Packet) -> Packet:

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from ibsec import addressing, icrc, mad_auth
 from ibsec import layers as L
+from scapy.layers.inet import UDP
 from scapy.layers.l2 import Ether
 from test_layers import DST_GID, SRC_GID, roce_frame
 
@@ -83,6 +84,18 @@ def test_signed_packet_verifies_on_the_wire_and_keeps_a_valid_icrc() -> None:
     received = Ether(raw)
     mad = mad_auth.verify_packet(KEY, received)
     assert mad.transaction_id == 1 and received[L.Notice].mf == 0x155
+
+
+def test_signing_keeps_a_zero_udp_checksum_and_recomputes_others() -> None:
+    zero = trap_packet()
+    zero[UDP].chksum = 0
+    assert Ether(bytes(mad_auth.sign_packet(KEY, zero)))[UDP].chksum == 0
+    computed = Ether(bytes(trap_packet()))
+    resigned = Ether(bytes(mad_auth.sign_packet(KEY, computed)))
+    assert resigned[UDP].chksum not in (0, computed[UDP].chksum)  # new trailer, new checksum
+    fresh = resigned.copy()
+    fresh[UDP].chksum = None
+    assert Ether(bytes(fresh))[UDP].chksum == resigned[UDP].chksum
 
 
 def test_resigning_a_received_packet_replaces_the_trailer() -> None:
