@@ -81,10 +81,6 @@ control IbsecIngress(inout headers_t hdr,
 
         if (standard_metadata.parser_error == error.PacketTooShort) {
             count_parser_error(PARSER_ERROR_PACKET_TOO_SHORT);
-        } else if (standard_metadata.parser_error == error.HeaderTooShort) {
-            count_parser_error(PARSER_ERROR_HEADER_TOO_SHORT);
-        } else if (standard_metadata.parser_error == error.NoMatch) {
-            count_parser_error(PARSER_ERROR_NO_MATCH);
         } else if (standard_metadata.parser_error != error.NoError) {
             count_parser_error(PARSER_ERROR_OTHER);
         } else if (hdr.packet_out.isValid()) {

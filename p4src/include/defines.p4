@@ -94,12 +94,12 @@ const bit<32> DROP_NO_ROUTE        = 4;
 const bit<32> DROP_NON_IPV6        = 5;
 const bit<32> DROP_REASONS         = 8;
 
-// Indexes of IbsecIngress.parser_errors: which parser error truncated the packet.
+// Indexes of IbsecIngress.parser_errors. Every select of IbsecParser has a default and no header is
+// variable-sized, so PacketTooShort (a truncated frame) is the error the parser can raise; anything else a
+// target reports is counted as OTHER.
 const bit<32> PARSER_ERROR_OTHER            = 0;
 const bit<32> PARSER_ERROR_PACKET_TOO_SHORT = 1;
-const bit<32> PARSER_ERROR_HEADER_TOO_SHORT = 2;
-const bit<32> PARSER_ERROR_NO_MATCH         = 3;
-const bit<32> PARSER_ERRORS                 = 4;
+const bit<32> PARSER_ERRORS                 = 2;
 
 // Size of the per-port counters and meters, indexed by port number (9-bit ports).
 const bit<32> PORT_COUNT = 512;
