@@ -113,3 +113,16 @@ class OffsiteDestinationUnmarked(IbsecTest):
         frame = bytes(build_rc_send(dst="2001:db8:0:1234:5678::9"))
         self.send(HOST_PORT, frame)
         self.verify_forwarded(frame, out_port)
+
+
+class UnconfiguredPortClearsMf(IbsecTest):
+    """A port the SM has not described is treated as host-facing with a zero seed: a forged MF entering
+    there is wiped, never carried into the fabric."""
+
+    def runTest(self) -> None:
+        out_port = link_port(0, 1)
+        self.add_route(DESTINATION_GID, out_port)
+        frame = bytes(build_rc_send(dst=gid(0x55, mf=0x2A_AAAA_AAAA)))
+        self.send(HOST_PORT, frame)
+        out = self.receive_on(out_port)
+        self.verify_marked(out, frame, 0, "unconfigured ingress port")
