@@ -44,7 +44,7 @@ from p4switch.engine.externs import (
     Register,
     hash_offset,
 )
-from p4switch.engine.tables import ActionInfo, ActionProfile, KeyField, Table, lookup_name
+from p4switch.engine.tables import ActionInfo, ActionProfile, KeyField, Table, action_text, lookup_name
 
 Json = dict[str, Any]
 MAX_CLONE_DEPTH = 4  # an E2E clone may clone again; bound it so a program cannot loop forever
@@ -347,13 +347,14 @@ class V1Switch(Switch):
 
     # --------------------------------------------------------------------------------- trace
     def _trace(self, fmt: str, *args: Any) -> None:
-        self.log.log(TRACE, fmt, *args)
+        """One TRACE line, prefixed with the packet number (stats['rx']) as BMv2 prefixes [pkt N]."""
+        self.log.log(TRACE, "[pkt %d] " + fmt, self.stats.get("rx", 0), *args)
 
     def _trace_table(self, table: Table, slot: Any) -> None:
         if slot is None:
-            self.log.log(TRACE, "table %s: miss, default action %s", table.name, table.default.action)
+            self._trace("table %s: miss, default action %s", table.name, action_text(table.default.action))
         else:
-            self.log.log(TRACE, "table %s: hit entry %s", table.name, table.describe(slot))
+            self._trace("table %s: hit %s -> %s", table.name, table.describe(slot), action_text(slot.action))
 
     def bump(self, key: str, n: int = 1) -> None:
         self.stats[key] = self.stats.get(key, 0) + n
@@ -361,8 +362,8 @@ class V1Switch(Switch):
     def emit_digest(self, name: str, values: tuple[int, ...]) -> None:
         self.bump("digest")
         names = self.digest_fields.get(name) or [f"f{i}" for i in range(len(values))]
-        if self.log.isEnabledFor(TRACE):
-            self.log.log(TRACE, "digest %s %s", name, values)
+        if self.g["TR"]:
+            self._trace("digest %s %s", name, values)
         sink = self.digest_sink
         if sink is not None:
             sink(name, [(n, int(v)) for n, v in zip(names, values, strict=False)])

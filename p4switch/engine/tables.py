@@ -549,11 +549,34 @@ class Table:
         self.set_default(self.declared_default) if not self.default_const else None
 
     def describe(self, slot: Slot) -> str:
-        """Entry text for trace logs: match fields and action (no counters)."""
-        parts = []
-        for field, canon in zip(self.keys, slot.key, strict=True):
-            parts.append(f"{field.name}={'*' if canon is None else canon}")
-        return f"[{', '.join(parts)}] prio {slot.priority}"
+        """Entry text for trace logs, in the .stf notation: match fields and priority (no counters)."""
+        parts = [
+            f"{field.name}:{_match_text(field.kind, canon)}"
+            for field, canon in zip(self.keys, slot.key, strict=True)
+        ]
+        text = " ".join(parts) or "(no key)"
+        return f"{text} priority {slot.priority}" if self.needs_priority else text
+
+
+def _match_text(kind: str, canon: Any) -> str:
+    if canon is None:
+        return "*"
+    if kind == "ternary":
+        return f"{canon[0]:#x}&&&{canon[1]:#x}"
+    if kind == "lpm":
+        return f"{canon[0]:#x}/{canon[1]}"
+    if kind == "range":
+        return f"{canon[0]:#x}..{canon[1]:#x}"
+    return f"{canon:#x}"
+
+
+def action_text(action: ActionCall | MemberRef | GroupRef) -> str:
+    """``name(param:value, ...)``, ``member(id)`` or ``group(id)`` (the .stf notation)."""
+    if isinstance(action, MemberRef):
+        return f"member({action.member_id})"
+    if isinstance(action, GroupRef):
+        return f"group({action.group_id})"
+    return f"{action.name}({', '.join(f'{k}:{v:#x}' for k, v in action.params.items())})"
 
 
 def lookup_name(mapping: dict[str, Any], name: str, kind: str) -> Any:
