@@ -183,6 +183,7 @@ class StreamClient:
     stub: p4r_grpc.P4RuntimeStub = field(init=False)
     responses: queue.Queue[p4r.StreamMessageResponse | grpc.RpcError] = field(default_factory=queue.Queue)
     _requests: queue.Queue[p4r.StreamMessageRequest | None] = field(default_factory=queue.Queue)
+    _pending: dict[str, list[p4r.StreamMessageResponse]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.channel = grpc.insecure_channel(self.address)
@@ -211,7 +212,10 @@ class StreamClient:
         return self.next("arbitration").arbitration
 
     def next(self, kind: str, timeout: float = 3.0) -> p4r.StreamMessageResponse:
-        """The next stream response of ``kind`` (others are skipped); raises on a stream error."""
+        """The next stream response of ``kind`` (others wait for their own next()); raises on a stream
+        error."""
+        if self._pending.get(kind):
+            return self._pending[kind].pop(0)
         deadline = time.monotonic() + timeout
         while True:
             item = self.responses.get(timeout=max(0.01, deadline - time.monotonic()))
@@ -219,6 +223,7 @@ class StreamClient:
                 raise item
             if item.WhichOneof("update") == kind:
                 return item
+            self._pending.setdefault(item.WhichOneof("update") or "", []).append(item)
 
     def collect(self, kind: str, wait: float = 0.3) -> list[p4r.StreamMessageResponse]:
         """Every response of ``kind`` until none comes for ``wait`` seconds."""

@@ -38,6 +38,8 @@ class StfRun:
     program: Program
     client: StreamClient
     hosts: dict[int, RawPort]
+    cpu_port: int | None = None
+    """the switch's --cpu-port: frames to and from it travel as PacketIn / PacketOut"""
     builder: Builder = field(init=False)
     index: P4InfoIndex = field(init=False)
     entries: list[p4r.TableEntry] = field(default_factory=list)
@@ -126,18 +128,46 @@ class StfRun:
 
     # ------------------------------------------------------------------------- packets
     def do_packet(self, cmd: stf.Command) -> None:
-        self.hosts[cmd.port].send(cmd.data)
+        if cmd.port != self.cpu_port:
+            self.hosts[cmd.port].send(cmd.data)
+            return
+        # from the CPU port: a PacketOut whose metadata are the packet_out header at the frame's front
+        fields = self.index.packet_out
+        size = sum(f.bitwidth for f in fields) // 8
+        header, shift = int.from_bytes(cmd.data[:size], "big"), size * 8
+        packet = p4r.PacketOut(payload=cmd.data[size:])
+        for f in fields:
+            shift -= f.bitwidth
+            value = (header >> shift) & ((1 << f.bitwidth) - 1)
+            packet.metadata.add(metadata_id=f.id, value=codec.encode_uint(value))
+        self.client.send(p4r.StreamMessageRequest(packet=packet))
+
+    def packet_ins(self, wanted: int) -> list[bytes]:
+        """PacketIns as the frames the CPU port got: packet_in header rebuilt from the metadata."""
+        frames = []
+        for message in self.client.collect("packet", wait=1.0 if wanted else 0.2):
+            values = {m.metadata_id: int.from_bytes(m.value, "big") for m in message.packet.metadata}
+            header = 0
+            for f in self.index.packet_in:
+                header = (header << f.bitwidth) | values.get(f.id, 0)
+            size = sum(f.bitwidth for f in self.index.packet_in) // 8
+            frames.append((header.to_bytes(size, "big") if size else b"") + message.packet.payload)
+        return frames
 
     def do_expect(self, cmd: stf.Command) -> None:
         self.expected.setdefault(cmd.port, []).append(cmd.pattern)
 
     def check_frames(self) -> None:
-        """Every port gets exactly the frames expected on it, in order."""
-        for port, host in self.hosts.items():
-            wanted = self.expected.get(port, [])
+        """Every port got exactly the frames expected on it so far, in order."""
+        expected, self.expected = self.expected, {}
+        for port in [*self.hosts, *([self.cpu_port] if self.cpu_port is not None else [])]:
+            wanted = expected.get(port, [])
             got: list[bytes] = []
-            while (frame := host.receive(timeout=1.0 if len(got) < len(wanted) else 0.2)) is not None:
-                got.append(frame)
+            if port == self.cpu_port:
+                got = self.packet_ins(len(wanted))
+            else:
+                while (frame := self.hosts[port].receive(timeout=1.0 if len(got) < len(wanted) else 0.2)):
+                    got.append(frame)
             for i, pattern in enumerate(wanted):
                 if i >= len(got):
                     self.failures.append(f"port {port}: expected frame {pattern} did not come")

@@ -28,19 +28,22 @@ def real_process_cases() -> list[Path]:
 
 
 CASE_FILES = real_process_cases()
-PORTS = sorted(set().union(*(ports_used(stf.load(p)) for p in CASE_FILES)) | {0, 1})
+CPU_PORT = 255
+"""the CPU port of the cases' programs (their CPU_PORT): reached through PacketOut / PacketIn here"""
+PORTS = sorted(set().union(*(ports_used(stf.load(p)) for p in CASE_FILES)) - {CPU_PORT} | {0, 1})
 
 
 @pytest.fixture(scope="module")
 def conformance_switch(tmp_path_factory: pytest.TempPathFactory
                        ) -> Iterator[tuple[harness.SwitchProcess, dict[int, harness.RawPort]]]:
-    """One p4switch (--no-p4) with a veth per port any case uses."""
+    """One p4switch (--no-p4) with a veth per port any case uses, and the CPU port."""
     workdir = tmp_path_factory.mktemp("conformance")
     with harness.veth_pairs(len(PORTS), harness.unique_prefix("p4c")) as pairs:
         args = [arg for port, (sw, _) in zip(PORTS, pairs, strict=True) for arg in ("-i", f"{port}@{sw}")]
         hosts = {port: harness.RawPort(host) for port, (_, host) in zip(PORTS, pairs, strict=True)}
         try:
-            with harness.switch_process([*args, "--no-p4"], workdir / "switch.log") as proc:
+            with harness.switch_process([*args, "--cpu-port", str(CPU_PORT), "--no-p4"],
+                                        workdir / "switch.log") as proc:
                 yield proc, hosts
         finally:
             for host in hosts.values():
@@ -57,5 +60,5 @@ def test_case_over_p4runtime_and_veths(case: Path, conformance_switch: tuple[har
     proc, hosts = conformance_switch
     program = harness.compile_program(case.with_suffix(".p4"), tmp_path_factory.mktemp(case.stem))
     with harness.primary_client(proc.address) as client:
-        failures = StfRun(program, client, hosts).run(stf.load(case))
+        failures = StfRun(program, client, hosts, CPU_PORT).run(stf.load(case))
     assert not failures, "\n".join(failures)
