@@ -12,11 +12,12 @@ from typing import Any
 
 from base_test import P4RuntimeTest
 from ibsec import icrc
-from ibsec.addressing import MF_MAX, gid_to_int, make_gid, mf_get, mf_set
+from ibsec.addressing import MF_BITS, MF_MAX, MF_MSB, gid_to_int, make_gid, mf_get, mf_set
 from ibsec.layers import AETH, BTH, DETH, MAD, RETH, STH, ImmDt, Method, MgmtClass
 from ibsec.marking import LEVEL_BITS, SLOT_AREA_BITS, FatTreeLayout, Kind, PortEntry
 from p4constants import const
 from ptf import testutils
+from ptf.mask import Mask
 from scapy.layers.inet import UDP
 from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether
@@ -26,6 +27,8 @@ ROUTE_PROFILE = "route_selector"
 GID_BITS = 128
 DST_ADDR_OFFSET = 14 + 24
 UDP_CHECKSUM_OFFSET = 14 + 40 + 6
+MF_MSB_OFFSET = GID_BITS - 1 - MF_MSB
+"""Bit offset of the MF's first bit inside the destination GID (bit 127 comes first on the wire)."""
 HOST_MAC = "02:00:00:00:00:01"
 FABRIC_MAC = "02:00:00:00:00:02"
 SUBNET = 0x0001
@@ -172,6 +175,15 @@ class IbsecTest(P4RuntimeTest):
     def verify_forwarded(self, frame: Packet | bytes, port: int) -> None:
         """Exactly ``frame`` leaves on ``port`` and nothing else leaves."""
         testutils.verify_packet(self, bytes(frame), port)
+        testutils.verify_no_other_packets(self)
+
+    def verify_forwarded_any_mark(self, frame: Packet | bytes, port: int) -> None:
+        """``frame`` leaves on ``port`` whatever the switch wrote into its MF (and so its UDP checksum):
+        for tests about forwarding and filtering, not marking."""
+        expected = Mask(bytes(frame))
+        expected.set_do_not_care(DST_ADDR_OFFSET * 8 + MF_MSB_OFFSET, MF_BITS)
+        expected.set_do_not_care(UDP_CHECKSUM_OFFSET * 8, 16)
+        testutils.verify_packet(self, expected, port)
         testutils.verify_no_other_packets(self)
 
     def verify_dropped(self) -> None:

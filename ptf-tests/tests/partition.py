@@ -3,6 +3,7 @@ P_Key Violation Counter read back over P4Runtime to the packet, and no lookup at
 
 from __future__ import annotations
 
+from ibsec.marking import DdpmLayout, Kind
 from ibsec_test import IbsecTest, build_rc_send, gid
 
 HOST_PORT, FABRIC_PORT, OUT_PORT = 1, 2, 3
@@ -10,11 +11,11 @@ GOOD_PKEY, OTHER_GOOD_PKEY, BAD_PKEY = 0xFFFF, 0x8001, 0x8666
 
 
 class PartitionTest(IbsecTest):
-    """A host port and a fabric port, both routed to OUT_PORT."""
+    """A host port (seeding a DDPM mark, as on a mesh) and a fabric port, both routed to OUT_PORT."""
 
     def setUp(self) -> None:
         super().setUp()
-        self.add_host_port(HOST_PORT)
+        self.add_host_port(HOST_PORT, DdpmLayout(Kind.MESH, (4, 4)).init(host_port=3))
         self.add_fabric_ports(FABRIC_PORT)
         self.add_route(gid(0x20), OUT_PORT)
 
@@ -24,7 +25,7 @@ class PartitionTest(IbsecTest):
             frame = build_rc_send(pkey=pkey, psn=psn)
             self.send(port, frame)
             if passes:
-                self.verify_forwarded(frame, OUT_PORT)
+                self.verify_forwarded_any_mark(frame, OUT_PORT)
             else:
                 self.verify_dropped()
 
