@@ -52,23 +52,14 @@ from scapy.packet import Packet, Raw, bind_bottom_up, bind_layers, bind_top_down
 from ibsec import icrc, opcodes
 from ibsec.keys import WRAPPED_KEY_LEN, KeyType
 from ibsec.opcodes import Ext, Service
+from ibsec.transport import Mode as SecMode
 
 # --------------------------------------------------------------------------------------------------
 # Constants
 # --------------------------------------------------------------------------------------------------
 
 
-class SecMode(enum.IntEnum):
-    """Security mode in the top three Resv7 bits of BTH byte 8 (DESIGN section 3)."""
-
-    NONE = 0
-    ICRC_MAC = 1
-    STH_AEAD = 2
-    STH_AUTH = 3
-    STH_HDR = 4
-
-
-STH_MODES = frozenset({SecMode.STH_AEAD, SecMode.STH_AUTH, SecMode.STH_HDR})
+STH_MODES = frozenset(m for m in SecMode if m.has_sth)
 """Modes whose packets carry a secure transport header after the last extension header."""
 STH_LEN = 16
 
