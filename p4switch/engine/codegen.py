@@ -37,9 +37,18 @@ V1_ERRORS = [
 ]
 
 
+RESERVED = frozenset({"valid__", "copy", "set_", "pack"})  # attributes the generated classes define
+
+
 def attr(name: str) -> str:
-    """Python attribute for a P4 field/member name."""
-    return name + "_" if keyword.iskeyword(name) or name == "valid__" else name
+    """Python attribute for a P4 field/member name: unchanged unless it is a Python keyword, one of the
+    generated classes' own attributes, ends with '_' or starts with '__' (Python would mangle it);
+    those get a trailing '_' (and a leading 'P' for '__'), which keeps the mapping one-to-one."""
+    if name.startswith("__"):
+        return "P" + name + "_"
+    if keyword.iskeyword(name) or name in RESERVED or name.endswith("_"):
+        return name + "_"
+    return name
 
 
 def ident(text: str) -> str:

@@ -9,7 +9,20 @@ import pytest
 
 from p4switch.engine.api import ActionCall, Exact, ProgramError, Switch, TableEntry
 from p4switch.engine.switch import V1Switch
-from p4switch.tests.engine.irbuild import PROGRAMS, call, const, goto, program, state, var
+from p4switch.tests.engine.irbuild import (
+    PROGRAMS,
+    assign,
+    call,
+    const,
+    extract,
+    goto,
+    hdr,
+    member,
+    program,
+    sm,
+    state,
+    var,
+)
 from p4switch.tests.engine.router import router_ir
 
 START = [state("start", [], goto("accept"))]
@@ -77,3 +90,20 @@ def test_table_writes_while_packets_flow_never_half_apply() -> None:
 def test_generated_source_is_kept_for_debugging() -> None:
     switch = Switch.load(json.dumps(router_ir()))
     assert isinstance(switch, V1Switch) and "def PARSER_Parser" in switch.source
+
+
+def test_p4_names_that_clash_with_python_or_generated_code_round_trip() -> None:
+    fields = [("class", 8), ("copy", 8), ("pack", 8), ("x_", 8), ("x", 8), ("__y", 8), ("valid__", 8)]
+    ir = program(
+        {"odd_t": fields},
+        [("odd", "odd_t")],
+        [state("start", [extract("odd", "odd_t")], goto("accept"))],
+        [
+            assign(
+                member(hdr("odd", "odd_t"), "copy", {"k": "bit", "w": 8}), const(0x42, {"k": "bit", "w": 8})
+            ),
+            assign(sm("egress_spec", 9), const(3, {"k": "bit", "w": 9})),
+        ],
+    )
+    switch = Switch.load(json.dumps(ir))
+    assert switch.process(0, bytes([1, 2, 3, 4, 5, 6, 7, 8])) == [(3, bytes([1, 0x42, 3, 4, 5, 6, 7, 8]))]
