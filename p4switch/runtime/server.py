@@ -12,6 +12,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent import futures
 from dataclasses import dataclass
+from typing import TypeVar
 
 import grpc
 from finsy.proto import p4d, p4r, p4r_grpc, rpc_status
@@ -26,6 +27,7 @@ from p4switch.runtime.errors import P4RuntimeError, already_exists, invalid, not
 from p4switch.runtime.p4info import Array, P4InfoIndex, Table
 
 API_VERSION = "1.4.1"
+T = TypeVar("T")
 Update = p4r.Update
 
 
@@ -243,7 +245,7 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
 
     def _read_table_entry(self, pipe: Pipeline, msg: p4r.TableEntry) -> Iterator[p4r.Entity]:
         switch, index = self._switch(), pipe.index
-        tables = [index.table(msg.table_id)] if msg.table_id else list(index.tables.values())
+        tables = _chosen(index.tables, msg.table_id, index.table)
         counter, meter = msg.HasField("counter_data"), msg.HasField("meter_config")
         key = codec.decode_key(index, msg)[1:] if msg.table_id and msg.match else None
         for table in tables:
@@ -274,9 +276,7 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
     def _read_action_profile_member(self, pipe: Pipeline, msg: p4r.ActionProfileMember
                                     ) -> Iterator[p4r.Entity]:
         index = pipe.index
-        profiles = [index.profile(msg.action_profile_id)] if msg.action_profile_id else \
-            list(index.profiles.values())
-        for profile in profiles:
+        for profile in _chosen(index.profiles, msg.action_profile_id, index.profile):
             for member in self._switch().members(profile.name):
                 if msg.member_id in (0, member.member_id):
                     yield p4r.Entity(action_profile_member=p4r.ActionProfileMember(
@@ -324,8 +324,7 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
                 self._switch().counter_write(array.name, i, msg.data.byte_count, msg.data.packet_count)
 
     def _read_counter_entry(self, pipe: Pipeline, msg: p4r.CounterEntry) -> Iterator[p4r.Entity]:
-        index = pipe.index
-        arrays = [index.counter(msg.counter_id)] if msg.counter_id else list(index.counters.values())
+        arrays = _chosen(pipe.index.counters, msg.counter_id, pipe.index.counter)
         switch = self._switch()
         for array in arrays:
             for i in _cells(array, msg, switch.counter_size):
@@ -344,7 +343,7 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
 
     def _read_meter_entry(self, pipe: Pipeline, msg: p4r.MeterEntry) -> Iterator[p4r.Entity]:
         _no_color_counters(msg)
-        arrays = [pipe.index.meter(msg.meter_id)] if msg.meter_id else list(pipe.index.meters.values())
+        arrays = _chosen(pipe.index.meters, msg.meter_id, pipe.index.meter)
         switch = self._switch()
         for array in arrays:
             for i in _cells(array, msg, switch.meter_size):
@@ -364,8 +363,7 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
             self._switch().register_write(array.name, i, value)
 
     def _read_register_entry(self, pipe: Pipeline, msg: p4r.RegisterEntry) -> Iterator[p4r.Entity]:
-        index = pipe.index
-        arrays = [index.register(msg.register_id)] if msg.register_id else list(index.registers.values())
+        arrays = _chosen(pipe.index.registers, msg.register_id, pipe.index.register)
         switch = self._switch()
         for array in arrays:
             for i in _cells(array, msg, switch.register_size):
@@ -420,8 +418,7 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
         if msg.table_id and msg.match:
             yield self._direct_entry(pipe, msg, resource)
             return
-        tables = [pipe.index.table(msg.table_id)] if msg.table_id else list(pipe.index.tables.values())
-        for table in tables:
+        for table in _chosen(pipe.index.tables, msg.table_id, pipe.index.table):
             if getattr(table, resource):
                 for entry in self._switch().table_entries(table.name):
                     if not entry.is_default:
@@ -692,6 +689,11 @@ def _find_entry(switch: engine.Switch, table: Table, match: dict[str, engine.Mat
         if not entry.is_default and entry.match == match and entry.priority == priority:
             return entry
     raise not_found(f"no such entry in table {table.name}")
+
+
+def _chosen(items: dict[int, T], wanted: int, lookup: Callable[[int], T]) -> list[T]:
+    """What a read names: the object with id ``wanted`` (NOT_FOUND when unknown), or all for id 0."""
+    return [lookup(wanted)] if wanted else list(items.values())
 
 
 def _modify_only(kind: int, what: str) -> None:
