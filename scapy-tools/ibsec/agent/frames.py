@@ -11,6 +11,7 @@ still comes from the real layers.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import struct
 from dataclasses import dataclass
@@ -131,15 +132,15 @@ class Builder:
     def __init__(self, mac: bytes, gid: bytes) -> None:
         self.mac = mac
         self.gid = gid
-        self._templates: dict[tuple[bytes, bytes, str, int, int, int], _Template] = {}
+        self._templates: dict[tuple[bytes, str, int, int, int], _Template] = {}
 
     def _template(self, dst_gid: bytes, opcode: str, pkey: int, dqpn: int, src_qp: int) -> _Template:
-        key = (mac_of(dst_gid), dst_gid, opcode, pkey, dqpn, src_qp)
+        key = (dst_gid, opcode, pkey, dqpn, src_qp)
         template = self._templates.get(key)
         if template is None:
             if len(self._templates) >= 4096:
                 self._templates.pop(next(iter(self._templates)))
-            template = self._templates[key] = self._build_template(*key)
+            template = self._templates[key] = self._build_template(mac_of(dst_gid), *key)
         return template
 
     def _build_template(
@@ -250,7 +251,9 @@ def mac_of(gid: bytes) -> bytes:
     return bytes.fromhex(addressing.guid_to_mac(int.from_bytes(gid[8:], "big")).replace(":", ""))
 
 
+@functools.lru_cache(maxsize=4096)
 def gid_bytes(gid: bytes | str) -> bytes:
+    """A GID as its 16 bytes (cached: the data path names peers by text GID)."""
     return gid if isinstance(gid, bytes) else ipaddress.IPv6Address(gid).packed
 
 

@@ -7,8 +7,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-
-from .fabric import Fabric
+from ibsec.agent.lab import Fabric
 
 
 def _fabrics(base: Path) -> Iterator[Callable[[int], Fabric]]:

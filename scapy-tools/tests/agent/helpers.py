@@ -1,4 +1,4 @@
-"""Test vocabulary: provisioning agents with keys, a stand-in SM, sniffing and injecting on the link."""
+"""Test vocabulary: a stand-in SM, sniffing and injecting on the link, running attack tools, waiting."""
 
 from __future__ import annotations
 
@@ -8,70 +8,12 @@ import socket
 import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from ibsec import keys, layers, mad_auth
 from ibsec.agent.frames import View, parse
+from ibsec.agent.lab import Fabric, Host
 from scapy.layers.l2 import Ether
-
-from .fabric import Agent, Fabric, Host
-
-SECURE_PKEY = 0x8001  # partition whose members hold P_SK; its default security mode is 2
-OTHER_PKEY = 0x8002
-
-
-@dataclass
-class Provisioned:
-    """The keys the tests gave the hosts (the stand-in SM knows them all, as the real SM would)."""
-
-    ca_keys: dict[int, keys.Key]  # host index -> CA_SK
-    p_sk: keys.Key
-    key_files: dict[int, Path]
-    pkey_file: Path
-
-
-def provision(fabric: Fabric, members: list[Host], partition_mode: int = 0) -> Provisioned:
-    """Key files (0600) and one P_Key table file for ``members``, as the SM would provision them."""
-    guids = {h.index: int(ipaddress.IPv6Address(h.gid)) & ((1 << 64) - 1) for h in members}
-    ca_keys = {i: keys.Key.generate(keys.KeyType.CA_SK, (g,)) for i, g in guids.items()}
-    p_sk = keys.Key.generate(keys.KeyType.P_SK, (SECURE_PKEY,))
-    pairs = [
-        keys.Key.generate(keys.KeyType.CA_SK_IJ, (min(a, b), max(a, b)))
-        for a in guids.values()
-        for b in guids.values()
-        if a < b
-    ]
-    key_files = {}
-    for host in members:
-        path = fabric.run_dir / f"h{host.index}.keys"
-        mine = [k for k in pairs if guids[host.index] in k.owner]
-        keys.write_key_file(path, [ca_keys[host.index], p_sk, *mine])
-        key_files[host.index] = path
-    pkey_file = fabric.run_dir / "pkeys.json"
-    pkey_file.write_text(
-        json.dumps(
-            {
-                "partitions": [
-                    {"pkey": "0xffff", "mode": 0},
-                    {"pkey": hex(SECURE_PKEY), "mode": partition_mode, "scope": "partition"},
-                ]
-            }
-        )
-    )
-    return Provisioned(ca_keys, p_sk, key_files, pkey_file)
-
-
-def start_agents(
-    fabric: Fabric, hosts: list[Host], prov: Provisioned, sm: Host | None, *extra: str
-) -> list[Agent]:
-    sm_args = ["--sm-gid", sm.gid] if sm is not None else []
-    return [
-        fabric.start_agent(
-            h, "--keys", str(prov.key_files[h.index]), "--pkeys", str(prov.pkey_file), *sm_args, *extra
-        )
-        for h in hosts
-    ]
 
 
 class Tap:
@@ -162,11 +104,3 @@ def wait_for(predicate: Any, timeout: float = 5.0) -> bool:
             return True
         time.sleep(0.05)
     return bool(predicate())
-
-
-def rc_pair(
-    a: Agent, b: Agent, mode: int, scope: str = "partition", pkey: int = SECURE_PKEY
-) -> tuple[int, int]:
-    """Connect an RC QP from ``a`` to ``b``; (a's QPN, b's QPN)."""
-    qp = a.call("connect", remote_gid=b.host.gid, service="RC", pkey=pkey, mode=mode, scope=scope)
-    return qp["qpn"], qp["remote_qpn"]

@@ -17,19 +17,10 @@ from dataclasses import dataclass
 
 import pytest
 from ibsec import layers
+from ibsec.agent.lab import SECURE_PKEY, Agent, Fabric, Host, provision, rc_pair, start_agents
 from scapy.utils import wrpcap
 
-from .fabric import Agent, Fabric, Host
-from .helpers import (
-    SECURE_PKEY,
-    StandInSM,
-    Tap,
-    attack,
-    provision,
-    rc_pair,
-    start_agents,
-    wait_for,
-)
+from .helpers import StandInSM, Tap, attack, wait_for
 
 TRAP_WINDOW = "60"
 THRESHOLD = 16

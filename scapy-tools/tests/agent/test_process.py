@@ -9,10 +9,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ibsec.agent.frames import View
+from ibsec.agent.lab import Agent, Fabric, provision, rc_pair, start_agents
 
 from .conftest import namespaces
-from .fabric import Agent, Fabric
-from .helpers import Tap, provision, rc_pair, start_agents, wait_for
+from .helpers import Tap, wait_for
 from .test_inprocess import mutate
 
 

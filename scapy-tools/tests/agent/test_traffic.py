@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import pytest
 from ibsec.agent.control import CommandError
+from ibsec.agent.lab import SECURE_PKEY, Agent, Fabric, Provisioned, provision, rc_pair, start_agents
 
-from .fabric import Agent, Fabric
-from .helpers import SECURE_PKEY, Provisioned, provision, rc_pair, start_agents, wait_for
+from .helpers import wait_for
 
 SCOPES = ("partition", "session", "derived")
 

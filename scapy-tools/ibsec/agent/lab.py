@@ -1,15 +1,18 @@
-"""Test fabric: hosts in network namespaces joined by veths (no switch), agents as subprocesses.
+"""A small lab for the host agent: hosts in network namespaces joined by veths (no switch), agents as
+subprocesses, keys provisioned as the SM would. Used by the agent's tests and its benchmark.
 
 Two hosts share one veth pair; three or more hang off a Linux bridge in a namespace of its own, which
-stands in for the cable, not for a P4 switch. Every name carries the test process id and a counter, so
+stands in for the cable, not for a P4 switch. Every name carries the process id and a counter, so
 parallel and repeated runs never collide, and :meth:`Fabric.close` stops every process by pid and deletes
-every namespace (which deletes its veths) whatever happened in the test.
+every namespace (which deletes its veths) whatever happened meanwhile. Needs root (``ip netns``).
 """
 
 from __future__ import annotations
 
 import ctypes
+import ipaddress
 import itertools
+import json
 import os
 import signal
 import socket
@@ -22,10 +25,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ibsec import addressing
-from ibsec.agent.control import ControlClient
+from ibsec import addressing, keys
+
+from .control import ControlClient
 
 SUBNET = 0x0001
+SECURE_PKEY = 0x8001  # the lab's partition whose members hold P_SK
 CLONE_NEWNET = 0x40000000
 MTU = 9000
 _serial = itertools.count()
@@ -239,3 +244,61 @@ class Fabric:
         for ns in reversed(self.namespaces):
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
         self.namespaces.clear()
+
+
+@dataclass
+class Provisioned:
+    """The keys given to the hosts (a stand-in SM knows them all, as the real SM would)."""
+
+    ca_keys: dict[int, keys.Key]  # host index -> CA_SK
+    p_sk: keys.Key
+    key_files: dict[int, Path]
+    pkey_file: Path
+
+
+def provision(fabric: Fabric, members: list[Host], partition_mode: int = 0) -> Provisioned:
+    """Key files (0600) and one P_Key table file for ``members``, as the SM would provision them."""
+    guids = {h.index: int(ipaddress.IPv6Address(h.gid)) & ((1 << 64) - 1) for h in members}
+    ca_keys = {i: keys.Key.generate(keys.KeyType.CA_SK, (g,)) for i, g in guids.items()}
+    p_sk = keys.Key.generate(keys.KeyType.P_SK, (SECURE_PKEY,))
+    pairs = [
+        keys.Key.generate(keys.KeyType.CA_SK_IJ, (a, b))
+        for a in guids.values()
+        for b in guids.values()
+        if a < b
+    ]
+    key_files = {}
+    for host in members:
+        path = fabric.run_dir / f"h{host.index}.keys"
+        keys.write_key_file(
+            path, [ca_keys[host.index], p_sk, *(k for k in pairs if guids[host.index] in k.owner)]
+        )
+        key_files[host.index] = path
+    pkey_file = fabric.run_dir / "pkeys.json"
+    partitions = [
+        {"pkey": "0xffff", "mode": 0},
+        {"pkey": hex(SECURE_PKEY), "mode": partition_mode, "scope": "partition"},
+    ]
+    pkey_file.write_text(json.dumps({"partitions": partitions}))
+    return Provisioned(ca_keys, p_sk, key_files, pkey_file)
+
+
+def start_agents(
+    fabric: Fabric, hosts: list[Host], prov: Provisioned, sm: Host | None, *extra: str
+) -> list[Agent]:
+    """An agent on each of ``hosts`` with its keys and the P_Key table (and the SM's GID, if any)."""
+    sm_args = ["--sm-gid", sm.gid] if sm is not None else []
+    return [
+        fabric.start_agent(
+            h, "--keys", str(prov.key_files[h.index]), "--pkeys", str(prov.pkey_file), *sm_args, *extra
+        )
+        for h in hosts
+    ]
+
+
+def rc_pair(
+    a: Agent, b: Agent, mode: int, scope: str = "partition", pkey: int = SECURE_PKEY
+) -> tuple[int, int]:
+    """Connect an RC QP from ``a`` to ``b``: (a's QPN, b's QPN)."""
+    qp = a.call("connect", remote_gid=b.host.gid, service="RC", pkey=pkey, mode=mode, scope=scope)
+    return qp["qpn"], qp["remote_qpn"]
