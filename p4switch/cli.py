@@ -3,6 +3,8 @@
     p4switch [--device-id N] [-i PORT@IFACE ...] [--grpc-server-addr 127.0.0.1:9559] [--cpu-port N]
              [--log-file F] [--log-level trace|debug|info|warn] [--pcap DIR] [--no-p4 | PROGRAM.json]
 
+Options may also follow a ``--`` as simple_switch_grpc's target options do.
+
 It serves P4Runtime on gRPC, receives and sends frames on the given interfaces and runs them through the
 program (from the command line, or pushed with SetForwardingPipelineConfig). One line on stdout says when
 the gRPC port listens. SIGTERM and SIGINT stop it cleanly (exit status 0)."""
@@ -38,9 +40,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "(packet-in/packet-out)")
     parser.add_argument("--log-file", help="log file (default: stderr)")
     parser.add_argument("--log-level", choices=sorted(LEVELS), default="info")
-    parser.add_argument("--pcap", metavar="DIR", help="write <iface>_in.pcap and <iface>_out.pcap per port")
+    parser.add_argument("--pcap", metavar="DIR", nargs="?", const=".",
+                        help="write <iface>_in.pcap and <iface>_out.pcap per port into DIR (default: .)")
     parser.add_argument("--log-console", action="store_true", help="ignored (BMv2 compatibility)")
     parser.add_argument("--thrift-port", type=int, help="ignored (BMv2 compatibility: no Thrift here)")
+    argv = sys.argv[1:] if argv is None else argv
+    if "--" in argv:  # simple_switch_grpc puts its target options after "--": take them alike
+        at = argv.index("--")
+        argv = argv[:at] + argv[at + 1:]
     args = parser.parse_args(argv)
     if bool(args.program) == args.no_p4:
         parser.error("give either a PROGRAM.json or --no-p4")

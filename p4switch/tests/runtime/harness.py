@@ -343,6 +343,8 @@ class SwitchProcess:
     proc: subprocess.Popen[str]
     address: str
     log_file: Path
+    output: list[str] = field(default_factory=list)
+    """stdout lines up to the "listening" one"""
 
     def stop(self) -> int:
         """SIGTERM and wait; returns the exit status."""
@@ -355,6 +357,23 @@ class SwitchProcess:
             return self.proc.wait(timeout=5)
 
 
+def wait_for_line(proc: subprocess.Popen[str], text: str, timeout: float) -> list[str]:
+    """The process's stdout lines up to the first that contains ``text`` (AssertionError if none)."""
+    assert proc.stdout is not None
+    lines: list[str] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
+        line = proc.stdout.readline() if ready else ""
+        if not line:
+            break
+        lines.append(line)
+        if text in line:
+            return lines
+    stderr = proc.stderr.read() if proc.stderr and proc.poll() is not None else ""
+    raise AssertionError(f"p4switch did not start: {lines} {stderr}")
+
+
 @contextlib.contextmanager
 def switch_process(args: list[str], log_file: Path, device_id: int = DEVICE_ID) -> Iterator[SwitchProcess]:
     """Start `p4switch` with ``args`` and wait for its "listening" line; killed afterwards by pid."""
@@ -364,10 +383,7 @@ def switch_process(args: list[str], log_file: Path, device_id: int = DEVICE_ID) 
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     handle = SwitchProcess(proc, f"127.0.0.1:{port}", log_file)
     try:
-        assert proc.stdout is not None
-        ready, _, _ = select.select([proc.stdout], [], [], 30)
-        line = proc.stdout.readline() if ready else ""
-        assert "listening" in line, f"p4switch did not start: {line!r} {proc.stderr and proc.stderr.read()}"
+        handle.output = wait_for_line(proc, "listening", 30)
         yield handle
     finally:
         handle.stop()

@@ -70,9 +70,11 @@ def test_forwards_between_veths_and_stops_cleanly_on_sigterm(
     assert frame_to(HOST_B, b"to b") in out_b and out_b[:4] == bytes.fromhex("d4c3b2a1")
 
 
-def test_no_p4_waits_for_the_pipeline_and_sigint_also_stops(
+def test_no_p4_bmv2_style_flags_wait_for_the_pipeline_and_sigint_stops(
         tmp_path: Path, veths: list[tuple[str, str]], hosts: list[RawPort], l2fwd: harness.Program) -> None:
-    with harness.switch_process([*interface_args(veths), "--no-p4"], tmp_path / "s.log") as proc:
+    bmv2_style = ["--no-p4", "--log-console", "--thrift-port", "9090", "--", "--cpu-port", "64"]
+    with harness.switch_process([*interface_args(veths), *bmv2_style], tmp_path / "s.log") as proc:
+        assert any("--thrift-port" in line and "ignored" in line for line in proc.output)
         hosts[0].send(frame_to(HOST_B))  # no pipeline yet: nothing comes out
         assert hosts[1].receive(timeout=0.3, match=HOST_B) is None
         with harness.primary_client(proc.address, l2fwd) as client:
