@@ -20,6 +20,7 @@ from p4switch.engine.api import (
     TRACE,
     ActionCall,
     CloneSession,
+    EngineError,
     EntryNotFound,
     Exact,
     Group,
@@ -300,7 +301,10 @@ class V1Switch(Switch):
                 meter_factory,
             )
             for e in t.get("entries", []):
-                table.insert(self._const_entry(t, keys, infos[t["name"]], e), const=True)
+                try:
+                    table.insert(self._const_entry(t, keys, infos[t["name"]], e), const=True)
+                except EngineError as exc:
+                    raise ProgramError(f"{e.get('src') or t.get('src')}: {exc}") from None
             table.immutable = bool(t.get("entries_const"))
             tid = gen.table_ids[t["name"]]
             self.g[f"TBL{tid}"] = table
@@ -336,8 +340,9 @@ class V1Switch(Switch):
                 }[k.kind]
             elif kind == "ternary":
                 match[k.name] = Ternary(m["value"] & m["mask"], m["mask"])
-            elif kind == "lpm":
-                match[k.name] = Lpm(m["value"], m["prefix_len"])
+            elif kind == "lpm":  # bits beyond the prefix do not matter in the source; P4Runtime wants them 0
+                plen = m["prefix_len"]
+                match[k.name] = Lpm(m["value"] & (((1 << plen) - 1) << (k.width - plen)), plen)
             elif kind == "range":
                 match[k.name] = Range(m["low"], m["high"])
             elif kind == "optional":
