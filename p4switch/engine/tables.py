@@ -8,6 +8,7 @@ tables, and a priority-ordered scan otherwise (ternary, range, optional, mixed).
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -123,6 +124,11 @@ def _canonical(field: KeyField, match: Match | None, where: str) -> Any:
     if not 0 <= match.low <= match.high < limit:
         raise InvalidEntry(f"{where}: bad range for {field.name} (need 0 <= low <= high < 2^{field.width})")
     return None if (match.low, match.high) == (0, limit - 1) else (match.low, match.high)
+
+
+def _scan_order(item: tuple[Slot, Any]) -> tuple[int, int]:
+    """Scan order of ternary/range tables: higher priority first, then older entries first."""
+    return -item[0].priority, item[0].seq
 
 
 def _prefix_mask(width: int, prefix_len: int) -> int:
@@ -377,8 +383,7 @@ class Table:
             self.by_len.setdefault(plen, {})[key[:i] + (value,) + key[i + 1 :]] = slot
             self._lpm_lengths(width)
         else:
-            self.scan.append((slot, self._scan_checks(key)))
-            self.scan.sort(key=lambda item: (-item[0].priority, item[0].seq))
+            bisect.insort(self.scan, (slot, self._scan_checks(key)), key=_scan_order)
 
     def _index_remove(self, slot: Slot) -> None:
         key = slot.key
