@@ -1722,6 +1722,8 @@ class Elaborator:
             if t == BOOL:
                 return const(bool(v.const), BOOL)
             return const(int(v.const), t)
+        if src.k == "infint":
+            return self.coerce(v, t, node)  # (bit<8>) (c ? 1 : 2)
         return Value({"op": "cast", "expr": v.ir, "type": t.json()}, t)
 
     def coerce(self, v: Value, t: Type, node: Node) -> Value:
@@ -1730,6 +1732,14 @@ class Elaborator:
             return v
         if v.t.k == "infint" and t.is_bits and v.const is not None:
             return const(int(v.const), t)
+        if v.t.k == "infint" and t.is_bits and "mux" in v.extra:
+            cond, a, b = v.extra["mux"]
+            a, b = self.coerce(a, t, node), self.coerce(b, t, node)
+            return Value({"op": "mux", "cond": cond.ir, "then": a.ir, "else": b.ir, "type": t.json()}, t)
+        if v.t.k == "infint" and v.const is None:
+            raise type_error(
+                self.pos(node), "cannot infer the width of this integer expression; give it a width"
+            )
         raise type_error(self.pos(node), f"expected {t}, got {v.t}")
 
     def unify(self, a: Value, b: Value, op: str, node: PTree) -> tuple[Value, Value]:
@@ -1739,6 +1749,10 @@ class Elaborator:
             b = self.coerce(b, a.t, node)
         if a.t != b.t:
             raise type_error(self.pos(node), f"{op}: cannot operate on {a.t} and {b.t}")
+        if a.t.k == "infint" and (a.const is None or b.const is None):
+            raise type_error(
+                self.pos(node), f"{op}: cannot infer the width of an integer expression; give it a width"
+            )
         return a, b
 
     def binary(self, node: PTree, ctx: Ctx | None, op: str) -> Value:
@@ -1805,8 +1819,9 @@ class Elaborator:
             raise type_error(self.pos(node), f"{op}: the shift amount must be unsigned, got {b.t}")
         if not (a.t.is_bits or a.t.k == "infint"):
             raise type_error(self.pos(node), f"{op} is not defined on {a.t}")
-        if a.t.k == "infint" and b.const is None:
-            raise type_error(self.pos(node), f"{op}: the width of the shifted value is unknown")
+        unknown = [v for v in (a, b) if v.t.k == "infint" and v.const is None]
+        if unknown or (a.t.k == "infint" and b.const is None):
+            raise type_error(self.pos(node), f"{op}: cannot infer the width of an integer expression")
         if b.t.k == "infint":
             b = const(int(b.const or 0), bit(max(int(b.const or 0).bit_length(), 1)))
         if a.const is not None and b.const is not None:
@@ -1835,7 +1850,7 @@ class Elaborator:
             if v.const is not None:
                 return const(~int(v.const), v.t)
         else:
-            if not (v.t.is_bits or v.t.k == "infint"):
+            if not (v.t.is_bits or (v.t.k == "infint" and v.const is not None)):
                 raise type_error(self.pos(node), f"- is not defined on {v.t}")
             if v.const is not None:
                 return const(-int(v.const), v.t)
@@ -1844,11 +1859,12 @@ class Elaborator:
     def x_mux(self, node: PTree, ctx: Ctx | None) -> Value:
         cond = self.coerce(self.expr(node.children[0], ctx), BOOL, node.children[0])
         a, b = self.expr(node.children[1], ctx), self.expr(node.children[2], ctx)
-        if a.t.k == "infint" and b.t.k == "infint":
-            raise type_error(self.pos(node), "cannot infer the width of ?: with two integer literals")
-        a, b = self.unify(a, b, "?:", node)
         if cond.const is not None:
             return a if cond.const else b
+        if a.t.k == "infint" and b.t.k == "infint":
+            # `c ? 1 : 0`: the width comes from where the value goes (see coerce)
+            return Value({}, INFINT, extra={"mux": (cond, a, b)})
+        a, b = self.unify(a, b, "?:", node)
         return Value({"op": "mux", "cond": cond.ir, "then": a.ir, "else": b.ir, "type": a.t.json()}, a.t)
 
     def x_pos_op(self, node: PTree, ctx: Ctx | None) -> Value:

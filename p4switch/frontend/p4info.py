@@ -152,8 +152,12 @@ def build(ir: dict[str, Any], elab: Elaborator) -> p4i.P4Info:
 
     info = p4i.P4Info()
     info.pkg_info.arch = "v1model"
+    hidden = {a["name"] for a in ir["actions"] if "hidden" in elab.action_annos.get(a["name"], {})}
+    hidden |= {t["name"] for t in ir["tables"] if "hidden" in elab.table_annos.get(t["name"], {})}
     for a in ir["actions"]:
         a["p4info_id"] = ids[(ACTION, a["name"])]
+        if a["name"] in hidden:  # @hidden: not part of the control-plane API
+            continue
         msg = info.actions.add()
         preamble(msg, ACTION, a["name"])
         for i, p in enumerate(a["params"], 1):
@@ -161,7 +165,8 @@ def build(ir: dict[str, Any], elab: Elaborator) -> p4i.P4Info:
     ext_id = {e["name"]: ids[(_EXTERN_PREFIX[e["kind"]], e["name"])] for e in ir["externs"]}
     for t in ir["tables"]:
         t["p4info_id"] = ids[(TABLE, t["name"])]
-        _table(info.tables.add(), t, ids, ext_id, preamble)
+        if t["name"] not in hidden:
+            _table(info.tables.add(), t, ids, ext_id, preamble, hidden)
     for e in ir["externs"]:
         e["p4info_id"] = ext_id[e["name"]]
         _extern(info, e, ids, preamble, elab)
@@ -183,12 +188,17 @@ def build(ir: dict[str, Any], elab: Elaborator) -> p4i.P4Info:
 
 
 def _table(
-    msg: Any, t: dict[str, Any], ids: dict[tuple[int, str], int], ext_id: dict[str, int], preamble: Any
+    msg: Any,
+    t: dict[str, Any],
+    ids: dict[tuple[int, str], int],
+    ext_id: dict[str, int],
+    preamble: Any,
+    hidden: set[str],
 ) -> None:
     preamble(msg, TABLE, t["name"])
     for i, k in enumerate([k for k in t["keys"] if k["match"] != "selector"], 1):
         msg.match_fields.add(id=i, name=k["name"], bitwidth=k["type"]["w"], match_type=_MATCH[k["match"]])
-    for a in t["actions"]:
+    for a in (a for a in t["actions"] if a["name"] not in hidden):
         ref = msg.action_refs.add(id=ids[(ACTION, a["name"])], scope=_SCOPE[a["scope"]])
         if a["scope"] != "all":
             ref.annotations.append("@" + a["scope"].replace("_", ""))

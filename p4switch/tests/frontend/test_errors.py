@@ -185,3 +185,9 @@ def test_p4info_output_format_follows_the_extension(tmp_path: Path) -> None:
     assert json_format.Parse((tmp_path / "i.json").read_text(), p4i.P4Info()) == text
     assert p4i.P4Info.FromString((tmp_path / "i.bin").read_bytes()) == text
     assert text.pkg_info.arch == "v1model"
+
+
+def test_width_of_a_literal_expression_that_cannot_be_inferred(ingress_error: ErrorOf) -> None:
+    err = ingress_error("    apply { meta.m8 = (bit<8>) ((hdr.eth.isValid() ? 1 : 2) + 1); }")
+    assert err.message == "error: +: cannot infer the width of an integer expression; give it a width"
+    assert where(err) == ("prog.p4", BODY_LINE, 33)

@@ -328,3 +328,14 @@ def test_an_instance_may_shadow_a_type_name(compile_text: Callable[..., Compiled
         "{BODY}", "    Sub() packet_out;\n    apply { packet_out.apply(hdr); }"
     )
     assert assigns(block(compile_text(src).ir, "I")["body"]) == [("hdr.eth.type_", 7)]
+
+
+def test_a_literal_conditional_takes_the_width_of_its_target(ingress: Callable[[str], Compiled]) -> None:
+    prog = ingress(
+        "    apply { meta.m16 = hdr.eth.isValid() ? 1 : 2; meta.m8 = (bit<8>) (meta.m8 == 0 ? 5 : 6); }"
+    )
+    first, second = apply_body(prog)
+    for stmt, width in ((first, 16), (second, 8)):
+        mux = stmt["rhs"]
+        assert mux["op"] == "mux" and mux["type"] == {"k": "bit", "w": width}
+        assert mux["then"]["type"] == mux["else"]["type"] == {"k": "bit", "w": width}

@@ -232,3 +232,15 @@ def test_ngsdn_style_program() -> None:
         s for a in prog.ir["actions"] if a["name"] == "IngressPipeImpl.clone_to_cpu" for s in a["body"]
     )
     assert (clone["fn"], clone["clone_type"], clone["args"][0]["value"]) == ("clone", "I2E", 99)
+
+
+def test_hidden_tables_and_actions_stay_out_of_p4info(ingress: Callable[[str], Compiled]) -> None:
+    prog = ingress("""    @hidden action internal() { meta.m8 = 1; }
+    action visible() { meta.m8 = 2; }
+    @hidden table fixed { actions = { internal; } default_action = internal(); }
+    table t { key = { hdr.eth.dst: exact; } actions = { visible; @defaultonly internal; } }
+    apply { fixed.apply(); t.apply(); }""")
+    assert [t.preamble.name for t in prog.p4info.tables] == ["I.t"]
+    assert sorted(by_name(prog.p4info.actions)) == ["I.visible", "NoAction"]
+    assert len(prog.p4info.tables[0].action_refs) == 2  # visible and the implicit NoAction default
+    assert {t["name"] for t in prog.ir["tables"]} == {"I.fixed", "I.t"}  # the engine still runs it
