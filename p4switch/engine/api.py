@@ -232,6 +232,7 @@ class Switch:
         stats: counters of the pipeline: ``rx``, ``tx``, ``dropped``, ``parser_error:<ErrorName>`` (e.g.
             ``parser_error:PacketTooShort``), ``digest``, ``clone``, ``mcast_copies``; missing key = 0.
             (added:) ``clone_no_session`` (clone to a session that does not exist), ``assert_failed``,
+            ``parser_reject`` (the program's own ``transition reject``; the packet goes on to ingress),
             ``internal_error`` (an engine bug caught by process(); the frame is dropped and logged).
         lock: the lock described in the module docstring.
         log: where per-packet TRACE lines and warnings go.

@@ -396,7 +396,9 @@ class V1Switch(Switch):
         self.x.sm = sm
         pk = PacketCtx(frame)
         code = self.run_parser(pk, h, m, sm)
-        if code > 0:
+        if code < 0:  # explicit `transition reject`: parser_error stays NoError, as in BMv2
+            self.bump("parser_reject")
+        elif code > 0:
             sm.parser_error = code
             name = self.errors[code] if code < len(self.errors) else str(code)
             self.bump("parser_error:" + name)
