@@ -206,3 +206,18 @@ class TestWriteErrors:
             with pytest.raises(grpc.RpcError) as err:
                 client.write(update(INSERT, table_entry=dmac_entry(l2fwd, HOST_MAC, b"\x01")))
             assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+
+
+def test_read_reports_per_entity_errors_after_the_entities_it_found(l2_client: harness.StreamClient,
+                                                                    l2fwd: harness.Program) -> None:
+    l2_client.write(update(INSERT, table_entry=dmac_entry(l2fwd, HOST_MAC, b"\x01")))
+    found: list[p4r.Entity] = []
+    request = p4r.ReadRequest(device_id=harness.DEVICE_ID, entities=[
+        p4r.Entity(table_entry=p4r.TableEntry()),
+        p4r.Entity(table_entry=p4r.TableEntry(table_id=0x02FFFFFF))])
+    with pytest.raises(grpc.RpcError) as err:
+        for response in l2_client.stub.Read(request):
+            found.extend(response.entities)
+    assert err.value.code() == grpc.StatusCode.UNKNOWN
+    assert [d.canonical_code for d in error_details(err.value)] == [0, grpc.StatusCode.NOT_FOUND.value[0]]
+    assert [e.table_entry for e in found] == [dmac_entry(l2fwd, HOST_MAC, b"\x01")]
