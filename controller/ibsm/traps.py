@@ -1,0 +1,177 @@
+"""Traps from the CAs (DESIGN 4, 7): authenticate, suppress repeats, decode the MF to the true ingress.
+
+A PacketIn of a MAD for the SM is trusted only when its GCM trailer verifies under the CA_SK of the host
+whose GID sent it (``ibsec.mad_auth``) and its TransactionID is newer than that host's last one: a forged
+trap is dropped, counted and reported, so nobody can make the SM filter an innocent port. Then, as
+OpenSM does, repeats of one trap (same number, issuer, key and claimed source) within a window are
+suppressed. A bad-P_Key trap's MF gives the true (switch, port, host) the offending packet entered at,
+whatever source GID it claimed (:func:`ibsm.fabric.trace`); both are kept in the report.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ibsec import addressing, keys, layers, mad_auth
+from scapy.layers.inet6 import IPv6
+from scapy.layers.l2 import Ether
+from scapy.packet import Packet
+
+from .fabric import FabricError, FabricPlan, Trace, dst_id, trace
+from .topology import Host, Topology
+
+
+@dataclass(frozen=True)
+class TrapOptions:
+    """``suppress_window``: seconds during which a repeat of the same trap is only counted. Keep it
+    shorter than SIF's quiet period, or a renewed attack right after a flush would go unseen."""
+
+    suppress_window: float = 2.0
+    max_remembered: int = 4096
+
+
+@dataclass
+class TrapReport:
+    """What became of one MAD that reached the SM."""
+
+    status: str  # accepted, forged, replay, suppressed, malformed
+    reason: str = ""
+    switch: str = ""
+    ingress_port: int = 0
+    sender: str = ""
+    number: int | None = None
+    victim: str | None = None
+    bad_key: int | None = None
+    claimed_source: str | None = None
+    claimed_host: str | None = None
+    mf: int | None = None
+    trace: Trace | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def as_event(self) -> dict[str, Any]:
+        """Fields for the events file (no key material: a trap carries none)."""
+        out: dict[str, Any] = {k: v for k, v in self.__dict__.items() if k not in ("trace", "details")}
+        if self.bad_key is not None:
+            out["bad_key"] = f"{self.bad_key:#06x}"
+        if self.mf is not None:
+            out["mf"] = f"{self.mf:#012x}"
+        out.update(self.details)
+        return out
+
+
+class MadSource:
+    """Authenticates MADs from the hosts of a topology with their CA keys."""
+
+    def __init__(self, topo: Topology, keystore: keys.KeyStore) -> None:
+        self.topo = topo
+        self.keystore = keystore
+        self._by_id = {dst_id(h.gid): h for h in topo.hosts}
+
+    def sender(self, pkt: Packet) -> tuple[Host, Packet]:
+        """(sending host, MAD layer) of an authentic MAD; raises MadAuthError otherwise."""
+        ipv6 = pkt.getlayer(IPv6)
+        if ipv6 is None or pkt.getlayer(layers.MAD) is None:
+            raise mad_auth.MadAuthError("not a MAD over RoCEv2")
+        host = self._by_id.get(dst_id(str(ipv6.src)))
+        if host is None:
+            raise mad_auth.MadAuthError(f"source GID {ipv6.src} is no host of the topology")
+        if host.guid not in self.keystore:
+            raise mad_auth.MadAuthError(f"no CA key for {host.name}")
+        mad = mad_auth.verify_packet(self.keystore.ca_key(host.guid).material, pkt)
+        return host, mad
+
+
+class TrapHandler:
+    """Turns trap PacketIns into :class:`TrapReport`; counts every outcome in ``counters``."""
+
+    def __init__(self, topo: Topology, plan: FabricPlan, source: MadSource, options: TrapOptions,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.topo = topo
+        self.plan = plan
+        self.source = source
+        self.options = options
+        self.clock = clock
+        self.guard = mad_auth.TidReplayGuard()
+        self.counters: Counter[str] = Counter()
+        self._seen: dict[tuple[Any, ...], float] = {}
+
+    def handle(self, pkt: Packet, switch: str, ingress_port: int) -> TrapReport:
+        report = self._handle(pkt, switch, ingress_port)
+        self.counters[report.status] += 1
+        return report
+
+    def _handle(self, pkt: Packet, switch: str, ingress_port: int) -> TrapReport:
+        ipv6 = pkt.getlayer(IPv6)
+        report = TrapReport("malformed", switch=switch, ingress_port=ingress_port,
+                            sender=str(ipv6.src) if ipv6 is not None else "")
+        try:
+            host, mad = self.source.sender(pkt)
+            self.guard.accept(report.sender, int(mad.transaction_id))
+        except mad_auth.MadReplayError as err:
+            report.status, report.reason = "replay", str(err)
+            return report
+        except mad_auth.MadAuthError as err:
+            report.status, report.reason = "forged", str(err)
+            return report
+        notice = mad.getlayer(layers.Notice)
+        if notice is None or mad.method != layers.Method.TRAP:
+            report.reason = "an authentic MAD that is not a trap"
+            return report
+        report.victim = host.name
+        if notice.is_generic and notice.trap_number in (layers.TRAP_BAD_PKEY, layers.TRAP_BAD_QKEY):
+            self._bad_key(report, notice)
+        else:
+            report.number = int(notice.device_id) if not notice.is_generic else int(notice.trap_number)
+            details = notice.data_details
+            if isinstance(details, layers.SecurityTrapDetails):
+                report.details = {"kind": "security", "qp": int(details.qp),
+                                  "mac_failures": int(details.mac_failures), "replays": int(details.replays)}
+                report.claimed_source = str(details.peer_gid)
+        if self._suppressed(report):
+            report.status = "suppressed"
+            return report
+        report.status = "accepted"
+        return report
+
+    def _bad_key(self, report: TrapReport, notice: Packet) -> None:
+        details = notice.data_details
+        report.number = int(notice.trap_number)
+        report.bad_key = int(details.key)
+        report.claimed_source = str(details.gid1)
+        claimed = self.topo.host_by_guid(addressing.parse_gid(report.claimed_source).guid)
+        report.claimed_host = claimed.name if claimed else None
+        if notice.ext_version != layers.NOTICE_EXT_VERSION:
+            report.reason = "no MF extension: cannot trace"
+            return
+        report.mf = int(notice.mf)
+        victim = next(h for h in self.topo.hosts if h.name == report.victim)
+        try:
+            report.trace = trace(self.topo, self.plan, victim, report.mf)
+        except FabricError as err:
+            report.reason = f"traceback failed: {err}"
+
+    def _suppressed(self, report: TrapReport) -> bool:
+        """OpenSM's repeat suppression: the same trap within the window is counted, not acted on."""
+        now = self.clock()
+        key = (report.number, report.victim, report.bad_key, report.claimed_source,
+               report.trace.port if report.trace else None)
+        last = self._seen.get(key)
+        if last is not None and now - last < self.options.suppress_window:
+            return True
+        if len(self._seen) >= self.options.max_remembered:
+            self._seen = {k: t for k, t in self._seen.items() if now - t < self.options.suppress_window}
+        self._seen[key] = now
+        return False
+
+
+def parse_frame(frame: bytes) -> Packet | None:
+    """The frame as Scapy layers, or None when it is not a MAD (ignored)."""
+    try:
+        pkt = Ether(frame)
+    except Exception:  # noqa: BLE001 - any undecodable frame is just not ours
+        return None
+    return pkt if pkt.getlayer(layers.MAD) is not None else None

@@ -1,0 +1,85 @@
+"""Trap authentication (forged and replayed traps dropped and counted), suppression, MF decoding."""
+
+from __future__ import annotations
+
+import random
+
+from ibsec import keys
+from ibsm.fabric import plan_fabric
+from ibsm.topology import Topology
+from ibsm.traps import MadSource, TrapHandler, TrapOptions, parse_frame
+
+from .macs import ca_keys, trap_257
+from .test_fabric import _walk
+
+
+class Clock:
+    now = 10.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _handler(topo: Topology) -> tuple[TrapHandler, keys.KeyStore, Clock]:
+    store = ca_keys(topo)
+    clock = Clock()
+    return TrapHandler(topo, plan_fabric(topo), MadSource(topo, store), TrapOptions(2.0), clock), store, clock
+
+
+def _spoofed_trap(topo: Topology, store: keys.KeyStore, attacker: str, victim: str, spoofed: str) -> bytes:
+    """h``attacker`` floods ``victim`` claiming to be ``spoofed``: the marks say who really sent it."""
+    hosts = {h.name: h for h in topo.hosts}
+    _, mf = _walk(topo, plan_fabric(topo), hosts[attacker], hosts[victim], random.Random(1))
+    return trap_257(topo, hosts[victim], store.ca_key(hosts[victim].guid), bad_pkey=0x1234,
+                    claimed_gid=hosts[spoofed].gid, mf=mf)
+
+
+def test_trap_traced_to_true_source_despite_spoofing(fat_tree: Topology, mesh: Topology) -> None:
+    for topo in (fat_tree, mesh):
+        handler, store, _ = _handler(topo)
+        frame = _spoofed_trap(topo, store, attacker="h2", victim="h3", spoofed="h4")
+        report = handler.handle(parse_frame(frame), "s2", 1)
+        assert report.status == "accepted", report.reason
+        assert (report.victim, report.bad_key, report.claimed_host) == ("h3", 0x1234, "h4")
+        assert report.trace is not None
+        assert (report.trace.host, report.trace.switch, report.trace.port) == ("h2", "s1" if topo is fat_tree
+                                                                              else "s2", 2 if topo is fat_tree
+                                                                              else 1)
+        assert report.trace.packets_needed == 1
+        event = report.as_event()
+        assert event["bad_key"] == "0x1234" and event["claimed_host"] == "h4"
+
+
+def test_forged_traps_are_dropped_and_counted(fat_tree: Topology) -> None:
+    handler, store, _ = _handler(fat_tree)
+    victim = fat_tree.hosts[2]
+    wrong = keys.Key.generate(keys.KeyType.CA_SK, (victim.guid,))
+    forged = trap_257(fat_tree, victim, wrong, bad_pkey=0x1234, claimed_gid=fat_tree.hosts[0].gid, mf=0)
+    report = handler.handle(parse_frame(forged), "s2", 1)
+    assert (report.status, report.trace) == ("forged", None)
+    assert "does not verify" in report.reason
+    # signed with another host's own key: the tag binds the sender GID, so it fails too
+    other = trap_257(fat_tree, victim, store.ca_key(fat_tree.hosts[1].guid), bad_pkey=1,
+                     claimed_gid=victim.gid, mf=0)
+    assert handler.handle(parse_frame(other), "s2", 1).status == "forged"
+    assert handler.counters["forged"] == 2 and handler.counters["accepted"] == 0
+
+
+def test_replay_and_suppression(fat_tree: Topology) -> None:
+    handler, store, clock = _handler(fat_tree)
+    frame = _spoofed_trap(fat_tree, store, "h1", "h3", "h1")
+    assert handler.handle(parse_frame(frame), "s2", 1).status == "accepted"
+    assert handler.handle(parse_frame(frame), "s2", 1).status == "replay"  # same TID again
+    again = _spoofed_trap(fat_tree, store, "h1", "h3", "h1")  # a new TID, same trap
+    assert handler.handle(parse_frame(again), "s2", 1).status == "suppressed"
+    other_key = trap_257(fat_tree, fat_tree.hosts[2], store.ca_key(fat_tree.hosts[2].guid), bad_pkey=0x999,
+                         claimed_gid=fat_tree.hosts[0].gid, mf=0)
+    assert handler.handle(parse_frame(other_key), "s2", 1).status == "accepted"  # another key: not a repeat
+    clock.now += 2.5
+    later = _spoofed_trap(fat_tree, store, "h1", "h3", "h1")
+    assert handler.handle(parse_frame(later), "s2", 1).status == "accepted"
+    assert handler.counters == {"accepted": 3, "replay": 1, "suppressed": 1}
+
+
+def test_not_a_mad_is_ignored() -> None:
+    assert parse_frame(b"\x00" * 60) is None
