@@ -48,10 +48,10 @@ def program_l2(client: harness.StreamClient, program: harness.Program) -> None:
                  update(INSERT, table_entry=dmac_entry(program, HOST_B, b"\x02")))
 
 
-def test_forwards_between_veths_and_stops_cleanly_on_sigterm(
+def test_forwards_between_veths_traces_and_stops_cleanly_on_sigterm(
         tmp_path: Path, veths: list[tuple[str, str]], hosts: list[RawPort], l2fwd: harness.Program) -> None:
     log = tmp_path / "s1.log"
-    args = [*interface_args(veths), "--pcap", str(tmp_path), "--log-level", "debug", str(l2fwd.json_path)]
+    args = [*interface_args(veths), "--pcap", str(tmp_path), "--log-level", "trace", str(l2fwd.json_path)]
     with harness.switch_process(args, log) as proc, harness.primary_client(proc.address, l2fwd) as client:
         program_l2(client, l2fwd)
         hosts[0].send(frame_to(HOST_B, b"to b"))
@@ -65,6 +65,7 @@ def test_forwards_between_veths_and_stops_cleanly_on_sigterm(
     assert status == 0
     text = log.read_text()
     assert "[dev 1]" in text and "SIGTERM received" in text
+    assert "TRACE" in text and "L2Ingress.dmac" in text  # the engine's per-packet trace names the table
     assert all(line.count("[dev 1]") == 1 for line in text.splitlines() if line[:4].isdigit())
     out_b = (tmp_path / f"{veths[1][0]}_out.pcap").read_bytes()
     assert frame_to(HOST_B, b"to b") in out_b and out_b[:4] == bytes.fromhex("d4c3b2a1")
