@@ -3,17 +3,20 @@
 For each (mode, payload): one-way SEND latency (median, p99; ib_send_lat style, round trip / 2 against an
 echoing peer) and RDMA WRITE throughput (ib_write_bw style), then each mode's overhead over mode 0, the
 comparison of seed 000 Fig. 7a (12.4 % at 64 B down to 0.7 % at 1 KB, in hardware). Bounded: each
-point stops at ``--iterations`` or ``--duration``, whichever comes first. Needs root (namespaces).
+point stops at ``--iterations`` or ``--duration``, whichever comes first, split over ``--rounds``
+interleaved rounds. Needs root (namespaces).
 
-    python -m ibsec.agent.bench [--iterations 400] [--duration 1.0] [--csv results.csv]
+    python -m ibsec.agent.bench [--iterations 600] [--duration 1.5] [--rounds 3] [--csv results.csv]
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import statistics
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,32 +26,62 @@ MODES = (0, 1, 2, 3, 4)
 SIZES = (64, 256, 1024, 4096)
 
 
-def measure(a: Agent, b: Agent, mode: int, size: int, iterations: int, duration: float) -> dict[str, Any]:
-    """Latency and throughput of one (mode, size) point on fresh session-keyed connections."""
+@dataclass
+class Setup:
+    """One connection per mode for latency (the peer echoes) and one for writes, with its region."""
+
+    lat_qpn: int
+    bw_qpn: int
+    region: dict[str, int]
+
+
+def prepare(a: Agent, b: Agent, mode: int) -> Setup:
     qpn, remote = rc_pair(a, b, mode, "session")
     b.call("serve", qpn=remote)
-    lat = a.call("perf", test="send_lat", qpn=qpn, size=size, iterations=iterations, duration=duration)
-    region = b.call("reg_mr", length=size)
-    qpn, _ = rc_pair(a, b, mode, "session")
+    bw_qpn, _ = rc_pair(a, b, mode, "session")
+    return Setup(qpn, bw_qpn, b.call("reg_mr", length=max(SIZES)))
+
+
+def measure(a: Agent, setup: Setup, size: int, iterations: int, duration: float) -> dict[str, float]:
+    """One round of one (mode, size) point: latency percentiles and write throughput."""
+    lat = a.call(
+        "perf", test="send_lat", qpn=setup.lat_qpn, size=size, iterations=iterations, duration=duration
+    )
     bw = a.call(
         "perf",
         test="write_bw",
-        qpn=qpn,
+        qpn=setup.bw_qpn,
         size=size,
         iterations=100 * iterations,
         duration=duration,
-        va=region["addr"],
-        rkey=region["rkey"],
+        va=setup.region["addr"],
+        rkey=setup.region["rkey"],
     )
     return {
-        "mode": mode,
-        "size": size,
         "median_us": lat["median_us"],
         "p99_us": lat["p99_us"],
-        "lat_iterations": lat["iterations"],
         "mbit_s": bw["mbit_s"],
         "msg_rate": bw["msg_rate"],
     }
+
+
+def run_points(a: Agent, b: Agent, iterations: int, duration: float, rounds: int) -> list[dict[str, Any]]:
+    """Every (mode, size) point, modes interleaved round by round so that load drifts hit them alike;
+    each figure is the median over the rounds."""
+    setups = {mode: prepare(a, b, mode) for mode in MODES}
+    rows = []
+    for size in SIZES:
+        samples: dict[int, list[dict[str, float]]] = {mode: [] for mode in MODES}
+        for _ in range(rounds):
+            for mode in MODES:
+                samples[mode].append(measure(a, setups[mode], size, iterations // rounds, duration / rounds))
+        for mode in MODES:
+            row: dict[str, Any] = {"mode": mode, "size": size}
+            row.update({k: statistics.median(s[k] for s in samples[mode]) for k in samples[mode][0]})
+            rows.append(row)
+        print(f"  {size:>4} B done", file=sys.stderr, flush=True)
+    rows.sort(key=lambda r: (r["mode"], r["size"]))
+    return rows
 
 
 def overheads(rows: list[dict[str, Any]]) -> None:
@@ -74,12 +107,14 @@ def print_table(rows: list[dict[str, Any]]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--iterations", type=int, default=400, help="latency samples per point (bound)")
-    parser.add_argument("--duration", type=float, default=1.0, help="seconds per measurement (bound)")
+    parser.add_argument("--iterations", type=int, default=600, help="latency samples per point (bound)")
+    parser.add_argument("--duration", type=float, default=1.5, help="seconds per point and test (bound)")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds per point (median taken)")
     parser.add_argument("--csv", type=Path, help="also write the rows to this CSV file")
     args = parser.parse_args(argv)
-    if not 0 < args.iterations <= 100_000 or not 0 < args.duration <= 60:
-        parser.error("--iterations must be 1..100000 and --duration in (0, 60]")
+    if not 0 < args.iterations <= 100_000 or not 0 < args.duration <= 60 or not 0 < args.rounds <= 20:
+        parser.error("--iterations must be 1..100000, --duration in (0, 60], --rounds 1..20")
+    args.iterations = max(args.iterations, args.rounds)
     with tempfile.TemporaryDirectory(prefix="ibsec-bench-") as tmp:
         run_dir = Path(tmp)
         (run_dir / "logs").mkdir()
@@ -87,11 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             prov = provision(fabric, fabric.hosts)
             a, b = start_agents(fabric, fabric.hosts, prov, None, "--ack-timeout", "0.25")
-            rows = []
-            for mode in MODES:
-                for size in SIZES:
-                    rows.append(measure(a, b, mode, size, args.iterations, args.duration))
-                    print(f"  mode {mode} {size:>4} B done", file=sys.stderr, flush=True)
+            rows = run_points(a, b, args.iterations, args.duration, args.rounds)
         finally:
             fabric.close()
     overheads(rows)

@@ -7,6 +7,7 @@ reports progress about once a second.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -36,7 +37,7 @@ def percentile(sorted_values: list[float], fraction: float) -> float:
     """The nearest-rank percentile of an ascending list (what perftest prints as 'typical' and '99%')."""
     if not sorted_values:
         return 0.0
-    rank = max(1, min(len(sorted_values), round(fraction * len(sorted_values) + 0.5)))
+    rank = max(1, min(len(sorted_values), math.ceil(fraction * len(sorted_values))))
     return sorted_values[rank - 1]
 
 
