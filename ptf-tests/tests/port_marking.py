@@ -98,6 +98,7 @@ class EcmpUplinksGiveIdenticalMarks(FatTreeTest):
             self.send(HOST_PORT, frame)
             port = self.verify_forwarded_any(with_mf(frame, LAYOUT.mark(0, 0, SOURCE[2])), UP_PORTS)
             by_port.setdefault(port, frame)
+        self.verify_dropped()
         self.assertEqual(sorted(by_port), UP_PORTS, "ECMP used one up-link only")
 
         level1_marks = set()

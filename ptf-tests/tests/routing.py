@@ -17,11 +17,12 @@ class RoutingTest(IbsecTest):
         self.add_fabric_ports(IN_PORT)
 
     def ports_used(self, frames: list[bytes]) -> list[int]:
-        """Send each frame; the port each one left on (each must leave on one of SPREAD_PORTS)."""
+        """Send each frame; the port each one left on (each must leave once, on one of SPREAD_PORTS)."""
         used = []
         for frame in frames:
             self.send(IN_PORT, frame)
             used.append(self.verify_forwarded_any(frame, SPREAD_PORTS))
+        self.verify_dropped()
         return used
 
 
