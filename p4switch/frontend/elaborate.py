@@ -36,7 +36,7 @@ _UNIT = {"packets": "packets", "bytes": "bytes", "packets_and_bytes": "both"}
 class Sym:
     """What a name means in a scope."""
 
-    kind: str  # var const table action inst extern_fn block
+    kind: str  # var alias const table action inst subcontrol extern_fn instance
     t: Type = ANY
     ir: str = ""  # IR variable name, or fully qualified control-plane name
     value: Value | None = None
@@ -61,13 +61,6 @@ class Ctx:
 
 def kids(tree: Node) -> list[Any]:
     return [c for c in tree.children if c is not None] if isinstance(tree, Tree) else []
-
-
-def sub(tree: PTree, data: str) -> PTree | None:
-    for c in tree.children:
-        if isinstance(c, Tree) and c.data == data:
-            return c
-    return None
 
 
 def parse_int(text: str) -> tuple[int, Type]:
