@@ -16,7 +16,7 @@ setup: ## install system packages (apt-get) and the Python venv (idempotent)
 
 lint: setup ## ruff and mypy over the project's Python
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy p4switch scapy-tools/ibsec controller/ibsm ptf-tests
+	$(VENV)/bin/mypy p4switch scapy-tools/ibsec controller/ibsm ptf-tests topologies
 
 test: setup lint ## run the whole test suite (what CI runs)
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 VENV=${VENV:-.venv}
 PYTHON=${PYTHON:-python3}
-APT_PACKAGES=(python3-venv python3-pip iproute2 tcpdump ethtool)
+APT_PACKAGES=(python3-venv python3-pip iproute2 tcpdump ethtool mininet)
 
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
@@ -30,4 +30,12 @@ if [[ ! -e $stamp ]]; then
     "$VENV/bin/python" -m pip install -q -e '.[dev]'
     rm -f "$VENV"/.installed-*
     touch "$stamp"
+fi
+
+# Mininet is Debian's pure-Python package (mnexec comes with it); the venv's Python is not Debian's, so the
+# package is linked into the venv's site-packages rather than installed twice.
+site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+if [[ ! -e $site/mininet ]]; then
+    echo "setup: linking Debian's mininet into $VENV"
+    ln -sfn /usr/lib/python3/dist-packages/mininet "$site/mininet"
 fi

@@ -1,0 +1,356 @@
+"""The fabric in Mininet: P4 switch processes, hosts in namespaces, veths with explicit port names.
+
+Switches are :class:`P4RuntimeSwitch` nodes: each starts the P4 target (``p4switch`` by default,
+``simple_switch_grpc`` with ``TARGET=bmv2``) on its interfaces with the same BMv2-style command line, an
+empty pipeline (``--no-p4``: the SM pushes it), its own free gRPC port, one log and one pcap pair per port
+in the run directory, and counts as started only once its P4Runtime port answers. Mininet runs with no
+controller and no Open vSwitch.
+
+Every interface this module creates is named ``ibf<pid><switch index>p<port>``: unique per launcher, so two
+runs never collide, and recognisable, so :func:`clean_leftovers` can remove what a killed run left behind
+by name (never by killing processes by name). Processes are stopped by pid only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ibsec import addressing
+from mininet.link import Link, TCLink
+from mininet.log import setLogLevel
+from mininet.net import Mininet
+from mininet.node import Host, Switch
+
+from .fabrics import Fabric
+from .topofile import CPU_PORT
+
+REPO = Path(__file__).resolve().parents[1]
+IFACE_PREFIX = "ibf"
+MTU = 9000
+START_TIMEOUT = 90.0
+STOP_TIMEOUT = 10.0
+
+
+class FabricError(RuntimeError):
+    """The fabric could not be built or started; the message says which part and where its log is."""
+
+
+# ---------------------------------------------------------------------------------------------------------
+# P4 targets
+# ---------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Target:
+    """A P4 target: the switch binary (BMv2-style command line) and the Makefile's name for its compiler."""
+
+    name: str
+    switch_binary: str
+
+    def switch_path(self) -> str:
+        venv_bin = Path(sys.executable).parent
+        for candidate in (venv_bin / self.switch_binary, shutil.which(self.switch_binary)):
+            if candidate and Path(candidate).exists():
+                return str(candidate)
+        raise FabricError(f"target {self.name}: {self.switch_binary} is in neither the venv nor PATH")
+
+    def switch_argv(self, device_id: int, ports: dict[int, str], grpc_port: int, log: Path, pcap_dir: Path
+                    ) -> list[str]:
+        argv = [self.switch_path(), "--device-id", str(device_id)]
+        for number, iface in sorted(ports.items()):
+            argv += ["-i", f"{number}@{iface}"]
+        argv += ["--log-file", str(log), "--pcap", str(pcap_dir), "--no-p4",
+                 "--", "--grpc-server-addr", f"127.0.0.1:{grpc_port}", "--cpu-port", str(CPU_PORT)]
+        return argv
+
+
+TARGETS = {"p4switch": Target("p4switch", "p4switch"), "bmv2": Target("bmv2", "simple_switch_grpc")}
+
+
+def target(name: str) -> Target:
+    try:
+        return TARGETS[name]
+    except KeyError:
+        raise FabricError(f"unknown target {name!r}: {' or '.join(TARGETS)}") from None
+
+
+@dataclass(frozen=True)
+class Program:
+    json: Path
+    p4info: Path
+
+
+def build_program(tgt: Target) -> Program:
+    """``make build`` for the target (the Makefile knows both compilers and skips up-to-date outputs)."""
+    done = subprocess.run(["make", "-s", "-C", str(REPO), "build", f"TARGET={tgt.name}"],
+                          capture_output=True, text=True, timeout=600)
+    if done.returncode:
+        raise FabricError(f"make build TARGET={tgt.name} failed:\n{done.stdout}{done.stderr}")
+    return Program(REPO / "build" / "main.json", REPO / "build" / "main.p4info.txtpb")
+
+
+def free_tcp_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def port_answers(port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
+        return True
+    return False
+
+
+def stop_process(proc: subprocess.Popen[Any], timeout: float = STOP_TIMEOUT) -> None:
+    """SIGTERM by pid, then SIGKILL if it has not exited within ``timeout``."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=5)
+
+
+def tail(path: Path, lines: int = 15) -> str:
+    with contextlib.suppress(OSError):
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    return ""
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Mininet nodes
+# ---------------------------------------------------------------------------------------------------------
+
+
+class P4RuntimeSwitch(Switch):  # type: ignore[misc]
+    """A Mininet switch that is a P4 target process with a P4Runtime server on 127.0.0.1:<grpc_port>."""
+
+    def __init__(self, name: str, *, target: Target, device_id: int, grpc_port: int, run_dir: Path,
+                 **params: Any) -> None:
+        super().__init__(name, dpid=f"{device_id:x}", **params)
+        self.target = target
+        self.device_id = device_id
+        self.grpc_port = grpc_port
+        self.run_dir = run_dir
+        self.log_path = run_dir / "logs" / f"{name}.log"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def data_ports(self) -> dict[int, str]:
+        return {port: intf.name for intf, port in self.ports.items() if intf.name != "lo"}
+
+    def start(self, controllers: list[Any]) -> None:
+        """Spawn the target (not waiting: :meth:`batchStartup` waits for all switches at once)."""
+        if port_answers(self.grpc_port):
+            raise FabricError(f"{self.name}: gRPC port {self.grpc_port} is already taken")
+        argv = self.target.switch_argv(self.device_id, self.data_ports(), self.grpc_port, self.log_path,
+                                       self.run_dir / "pcaps")
+        with open(self.log_path, "ab") as log:
+            log.write(f"# {' '.join(argv)}\n".encode())
+            log.flush()
+            self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                                            stdin=subprocess.DEVNULL, start_new_session=True)
+
+    def wait_started(self, deadline: float) -> None:
+        assert self.process is not None
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise FabricError(f"switch {self.name} exited with {self.process.returncode} "
+                                  f"(log {self.log_path}):\n{tail(self.log_path)}")
+            if port_answers(self.grpc_port):
+                return
+            time.sleep(0.2)
+        raise FabricError(f"switch {self.name}: P4Runtime port {self.grpc_port} did not answer within "
+                          f"{START_TIMEOUT:.0f} s (log {self.log_path})")
+
+    @classmethod
+    def batchStartup(cls, switches: Iterable[P4RuntimeSwitch]) -> list[P4RuntimeSwitch]:  # noqa: N802
+        deadline = time.monotonic() + START_TIMEOUT
+        started = []
+        for switch in switches:
+            switch.wait_started(deadline)
+            started.append(switch)
+        return started
+
+    def stop(self, deleteIntfs: bool = True) -> None:  # noqa: N803
+        if self.process is not None:
+            stop_process(self.process)
+        super().stop(deleteIntfs)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the network
+# ---------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class LinkOptions:
+    """TCLink shaping of every link (None: unshaped veths)."""
+
+    bandwidth_mbit: float | None = None
+    delay: str | None = None
+
+    def params(self) -> dict[str, Any]:
+        params: dict[str, Any] = {}
+        if self.bandwidth_mbit:
+            params["bw"] = self.bandwidth_mbit
+        if self.delay:
+            params["delay"] = self.delay
+        return params
+
+
+def iface_tag() -> str:
+    """The interface name prefix of this launcher process."""
+    return f"{IFACE_PREFIX}{os.getpid() % 100000}"
+
+
+def switch_iface(tag: str, index: int, port: int) -> str:
+    name = f"{tag}s{index}p{port}"
+    if len(name) > 15:
+        raise FabricError(f"interface name {name} is longer than Linux's 15 characters (too many switches)")
+    return name
+
+
+class FabricNet:
+    """The Mininet network of a :class:`Fabric`; :meth:`stop` removes every process, namespace and veth."""
+
+    def __init__(self, fabric: Fabric, tgt: Target, run_dir: Path, links: LinkOptions | None = None,
+                 verbose: bool = False) -> None:
+        setLogLevel("info" if verbose else "warning")
+        self.fabric = fabric
+        self.run_dir = run_dir
+        self.tag = iface_tag()
+        self.grpc_ports = {sw.name: free_tcp_port() for sw in fabric.switches()}
+        self.device_ids = {sw.name: i for i, sw in enumerate(fabric.switches(), start=1)}
+        self.net = Mininet(topo=None, controller=None, build=False, autoSetMacs=False,
+                           link=TCLink if links and links.params() else Link)
+        self._link_params = links.params() if links else {}
+        self._pcap_links: dict[str, str] = {}
+        try:
+            self._add_nodes(tgt)
+        except BaseException:
+            self.stop()
+            raise
+
+    @property
+    def addresses(self) -> dict[str, str]:
+        return {name: f"127.0.0.1:{port}" for name, port in self.grpc_ports.items()}
+
+    def _add_nodes(self, tgt: Target) -> None:
+        index = {sw.name: i for i, sw in enumerate(self.fabric.switches())}
+        for sw in self.fabric.switches():
+            self.net.addSwitch(sw.name, cls=P4RuntimeSwitch, target=tgt, device_id=self.device_ids[sw.name],
+                               grpc_port=self.grpc_ports[sw.name], run_dir=self.run_dir)
+        for host in self.fabric.hosts():
+            self.net.addHost(host.name, cls=Host, ip=None, mac=addressing.host_mac(host.index))
+            iface = switch_iface(self.tag, index[host.switch], host.port)
+            self.net.addLink(host.name, host.switch, port2=host.port, intfName1=f"{host.name}-eth0",
+                             intfName2=iface, **self._link_params)
+            self._pcap_links[iface] = f"{host.switch}-{host.port}"
+        for link in self.fabric.links():
+            (a, pa), (b, pb) = link.a, link.b
+            ia, ib = switch_iface(self.tag, index[a], pa), switch_iface(self.tag, index[b], pb)
+            self.net.addLink(a, b, port1=pa, port2=pb, intfName1=ia, intfName2=ib, **self._link_params)
+            self._pcap_links[ia], self._pcap_links[ib] = f"{a}-{pa}", f"{b}-{pb}"
+
+    def host_iface(self, host: str) -> str:
+        return f"{host}-eth0"
+
+    def start(self) -> None:
+        """Build the veths, prepare them for RoCEv2 (MTU, no IPv6 stack) and start every switch."""
+        for sub in ("logs", "pcaps"):
+            (self.run_dir / sub).mkdir(parents=True, exist_ok=True)
+        self.net.build()
+        for host in self.net.hosts:
+            iface = self.host_iface(host.name)
+            host.cmd(f"sysctl -qw net.ipv6.conf.{iface}.disable_ipv6=1; ip link set {iface} mtu {MTU}")
+        for iface, label in self._pcap_links.items():
+            with contextlib.suppress(OSError):
+                Path(f"/proc/sys/net/ipv6/conf/{iface}/disable_ipv6").write_text("1")
+            subprocess.run(["ip", "link", "set", iface, "mtu", str(MTU)], check=True, capture_output=True)
+            for direction in ("in", "out"):
+                link = self.run_dir / "pcaps" / f"{label}_{direction}.pcap"
+                link.unlink(missing_ok=True)
+                link.symlink_to(f"{iface}_{direction}.pcap")
+        self.net.start()
+
+    def switch(self, name: str) -> P4RuntimeSwitch:
+        node: P4RuntimeSwitch = self.net.get(name)
+        return node
+
+    def host(self, name: str) -> Host:
+        return self.net.get(name)
+
+    def pids(self) -> list[int]:
+        """Every process the network runs: switch targets and the node shells (namespaces live in them)."""
+        pids = [sw.process.pid for sw in self.net.switches if getattr(sw, "process", None)]
+        return pids + [node.pid for node in (*self.net.hosts, *self.net.switches) if node.pid]
+
+    def stop(self) -> None:
+        """Stop switches and hosts by pid, delete every veth, and give the pcaps their port names."""
+        try:
+            self.net.stop()
+        finally:
+            delete_links(f"{self.tag}s")
+            self._name_pcaps()
+
+    def _name_pcaps(self) -> None:
+        pcaps = self.run_dir / "pcaps"
+        for iface, label in self._pcap_links.items():
+            for direction in ("in", "out"):
+                source, named = pcaps / f"{iface}_{direction}.pcap", pcaps / f"{label}_{direction}.pcap"
+                if source.exists():
+                    os.replace(source, named)
+                elif named.is_symlink():
+                    named.unlink()
+
+
+def our_links(prefix: str = IFACE_PREFIX) -> Iterator[str]:
+    """Names of root-namespace interfaces that start with ``prefix`` (ours by construction)."""
+    out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=True).stdout
+    for line in out.splitlines():
+        name = line.split(":", 2)[1].strip().split("@", 1)[0]
+        if name.startswith(prefix):
+            yield name
+
+
+def delete_links(prefix: str) -> list[str]:
+    """Delete every interface named ``prefix...`` (deleting one end of a veth deletes both)."""
+    deleted = []
+    for name in our_links(prefix):
+        if subprocess.run(["ip", "link", "del", name], capture_output=True).returncode == 0:
+            deleted.append(name)
+    return deleted
+
+
+def clean_leftovers() -> list[str]:
+    """Interfaces of launchers that no longer run (``ibf<pid>...`` whose pid is gone): what a killed run
+    left behind. Live runs are untouched."""
+    removed = []
+    for name in list(our_links()):
+        digits = name[len(IFACE_PREFIX):].split("s", 1)[0]
+        if digits.isdigit() and not _launcher_alive(int(digits)):
+            removed += delete_links(f"{IFACE_PREFIX}{digits}s")
+    return removed
+
+
+def _launcher_alive(pid_mod: int) -> bool:
+    """Is a process whose pid ends in ``pid_mod`` (mod 100000) running an ibsec-fabric launcher?"""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) % 100000 == pid_mod:
+            with contextlib.suppress(OSError):
+                cmdline = (entry / "cmdline").read_bytes()
+                if b"topologies" in cmdline or b"ibsec-fabric" in cmdline or b"pytest" in cmdline:
+                    return True
+    return False
