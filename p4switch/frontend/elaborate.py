@@ -1275,8 +1275,11 @@ class Elaborator:
             bits = self.coerce(args[0], bit(32), nodes[0])
             return [{"s": "advance", "bits": bits.ir, "src": str(pos)}], None
         if method == "lookahead":
+            if len(targs) == 1 and targs[0].k == "header":
+                # only its fields are used (`lookahead<h_t>().f`): member_of slices a bit lookahead
+                return [], Value({}, Type("lookahead_header", name=targs[0].name))
             if len(targs) != 1 or not targs[0].is_bits:
-                raise unsupported(pos, "lookahead of anything but bit<W>/int<W>")
+                raise unsupported(pos, "lookahead of anything but bit<W>/int<W> or a header's fields")
             return [], Value({"op": "lookahead", "type": targs[0].json()}, targs[0])
         raise unsupported(pos, f"packet_in.{method}")
 
@@ -1619,6 +1622,8 @@ class Elaborator:
 
     def member_of(self, base: Value, member: str, node: PTree) -> Value:
         t = base.t
+        if t.k == "lookahead_header":
+            return self.lookahead_field(t.name, member, node)
         if t.k in ("header", "struct"):
             for fname, ft in self.members(t):
                 if fname == member:
@@ -1639,6 +1644,26 @@ class Elaborator:
         raise type_error(self.pos(node.children[1]), f"{t} has no member {member}")
 
     x_lv_member = x_member
+
+    def lookahead_field(self, header: str, member: str, node: PTree) -> Value:
+        """`pkt.lookahead<h_t>().f` as a slice of a lookahead of the whole header's bits."""
+        h = self.headers[header]
+        offset = 0
+        for f in h["fields"]:
+            if f["name"] == member:
+                whole = {"op": "lookahead", "type": bit(h["bits"]).json()}
+                hi = h["bits"] - 1 - offset
+                t = Type("int" if f["signed"] else "bit", f["w"])
+                sliced = {
+                    "op": "slice",
+                    "expr": whole,
+                    "hi": hi,
+                    "lo": hi - f["w"] + 1,
+                    "type": bit(f["w"]).json(),
+                }
+                return Value(sliced if t.k == "bit" else {"op": "cast", "expr": sliced, "type": t.json()}, t)
+            offset += f["w"]
+        raise type_error(self.pos(node.children[1]), f"header {header} has no field {member}")
 
     def x_index(self, node: PTree, ctx: Ctx | None) -> Value:
         base = self.expr(node.children[0], ctx)

@@ -339,3 +339,17 @@ def test_a_literal_conditional_takes_the_width_of_its_target(ingress: Callable[[
         mux = stmt["rhs"]
         assert mux["op"] == "mux" and mux["type"] == {"k": "bit", "w": width}
         assert mux["then"]["type"] == mux["else"]["type"] == {"k": "bit", "w": width}
+
+
+def test_lookahead_of_header_fields_slices_one_lookahead() -> None:
+    ir = compile_file(PROGRAMS / "calc_lookahead.p4").ir
+    start = block(ir, "P")["states"][0]
+    keys = start["transition"]["keys"]
+    assert [(k["op"], k["expr"]["op"], k["expr"]["type"]["w"], k["hi"], k["lo"]) for k in keys] == [
+        ("slice", "lookahead", 136, 135, 128),
+        ("slice", "lookahead", 136, 127, 120),
+        ("slice", "lookahead", 136, 119, 112),
+    ]
+    assert start["transition"]["cases"][0]["keysets"] == [
+        {"kind": "exact", "value": v} for v in (0x50, 0x34, 1)
+    ]
