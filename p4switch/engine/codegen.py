@@ -64,7 +64,6 @@ class Scope:
     """How P4 variable names of one block (and its action) map to Python expressions."""
 
     names: dict[str, str]
-    types: dict[str, Json]
     block: str
     in_action: bool = False
     in_parser: bool = False
@@ -99,9 +98,7 @@ class Codegen:
         self.table_ids = {name: i for i, name in enumerate(self.tables)}
         self.externs = {e["name"]: e for e in ir.get("externs", [])}
         self.extern_ids = {name: i for i, name in enumerate(self.externs)}
-        self.digests = {d["name"]: d for d in ir.get("digests", [])}
         self.out = Emitter()
-        self.consts: dict[str, str] = {}  # constant tuples hoisted to module level
         self.tmp = 0
         # (control name, action name) -> generated function name, for tables to bind
         self.action_fns: dict[tuple[str, str], str] = {}
@@ -656,21 +653,18 @@ class Codegen:
     # -------------------------------------------------------------------------------- blocks
     def block_scope(self, blk: Json, locals_obj: bool, parser: bool = False) -> Scope:
         names: dict[str, str] = {}
-        types: dict[str, Json] = {}
         args = []
         for p in blk["params"]:
             py = f"p_{p['name']}"
             names[p["name"]] = py
-            types[p["name"]] = p["type"]
             if p["type"]["k"] not in ("packet_in", "packet_out"):
                 args.append(py)
             else:
                 args.append("_pk")
         for v in blk.get("locals", []):
             names[v["name"]] = f"L.{attr(v['name'])}" if locals_obj else f"l_{v['name']}"
-            types[v["name"]] = v["type"]
         names["$args"] = ", ".join(args)
-        return Scope(names, types, blk["name"], in_parser=parser)
+        return Scope(names, blk["name"], in_parser=parser)
 
     def gen_locals_class(self, blk: Json) -> str:
         cls = f"Loc_{ident(blk['name'])}"
@@ -846,7 +840,7 @@ class Codegen:
             names[p["name"]] = f"a_{p['name']}"
         for v in a.get("locals", []):
             names[v["name"]] = f"v_{v['name']}"
-        asc = Scope(names, sc.types, a["name"], in_action=True)
+        asc = Scope(names, a["name"], in_action=True)
         params = "".join(f", a_{p['name']}" for p in a["params"])
         o = self.out
         o.line(f"def {fn}({sc.names['$args']}, L{params}):")

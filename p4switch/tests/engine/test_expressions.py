@@ -27,7 +27,7 @@ from p4switch.tests.engine.irbuild import (
 def evaluate(expr: dict[str, Any], **values: int) -> Any:
     gen = Codegen(program({}, [], [], []))
     names = {name: name for name in values}
-    source = gen.expr(expr, Scope(names, {}, "test"))
+    source = gen.expr(expr, Scope(names, "test"))
     return eval(source, {"_div": _div, "_mod": _mod}, dict(values))  # noqa: S307 - our generated code
 
 
