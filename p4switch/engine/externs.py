@@ -144,6 +144,8 @@ class Meter:
     def configure(self, config: MeterConfig | None) -> None:
         if config is not None and (min(config.cir, config.cburst, config.pir, config.pburst) < 0):
             raise InvalidEntry("meter config: rates and bursts must be non-negative")
+        if config is not None and config.pir < config.cir:
+            raise InvalidEntry("meter config: the peak rate must not be below the committed rate (RFC 2698)")
         self.config = config
         if config is not None:
             self.c_tokens = float(config.cburst)

@@ -65,6 +65,8 @@ def test_byte_meter_counts_bytes() -> None:
     assert meters.execute(0, 9999) == GREEN
     with pytest.raises(InvalidEntry):
         meters.cell(2)
+    with pytest.raises(InvalidEntry, match="peak rate"):
+        meters.cell(0).configure(MeterConfig(cir=10, cburst=1, pir=5, pburst=1))
 
 
 def test_counters_and_registers() -> None:
