@@ -100,12 +100,14 @@ class Codegen:
         self.extern_ids = {name: i for i, name in enumerate(self.externs)}
         self.out = Emitter()
         self.tmp = 0
+        self.src = str(ir.get("source", "?"))  # position of the statement being generated
         # (control name, action name) -> generated function name, for tables to bind
         self.action_fns: dict[tuple[str, str], str] = {}
 
     # --------------------------------------------------------------------------------- helpers
     def error(self, node: Json, what: str) -> ProgramError:
-        return ProgramError(f"{node.get('src', self.ir.get('source', '?'))}: {what}")
+        """A ProgramError at the node's position (expressions: their statement's)."""
+        return ProgramError(f"{node.get('src') or self.src}: {what}")
 
     def fresh(self, prefix: str = "t") -> str:
         self.tmp += 1
@@ -332,8 +334,7 @@ class Codegen:
         if operator in ("+", "-", "*"):
             return self.wrap(f"{a} {operator} {b}", t)
         if operator in ("/", "%"):
-            fn = "_div" if operator == "/" else "_mod"
-            return self.wrap(f"{fn}({a}, {b})", t)
+            return self.divide(e, t, operator)
         if operator in ("|+|", "|-|"):
             w = t["w"]
             lo, hi = (0, mask(w)) if t["k"] == "bit" else (-(1 << (w - 1)), (1 << (w - 1)) - 1)
@@ -347,6 +348,16 @@ class Codegen:
                 return self.wrap(f"{a} << {right['value']}", t) if right["value"] < w else "0"
             return f"({self.wrap(f'{a} << {b}', t)} if {b} < {w} else 0)"
         raise self.error(e, f"operator {operator} is not supported by p4switch")
+
+    def divide(self, e: Json, t: Json, operator: str) -> str:
+        """Division and modulo only of constants (folded here), as BMv2 has no run-time division."""
+        left, right = e["left"], e["right"]
+        if left["op"] != "const" or right["op"] != "const":
+            raise self.error(e, f"'{operator}' of a non-constant operand is not supported by p4switch")
+        x, y = int(left["value"]), int(right["value"])
+        if y <= 0 or x < 0:
+            raise self.error(e, f"'{operator}' needs a non-negative dividend and a positive divisor")
+        return self.wrap(str(x // y if operator == "/" else x % y), t)
 
     def e_mux(self, e: Json, t: Json, sc: Scope) -> str:
         return f"({self.expr(e['then'], sc)} if {self.expr(e['cond'], sc)} else {self.expr(e['else'], sc)})"
@@ -385,6 +396,7 @@ class Codegen:
             self.stmt(s, sc)
 
     def stmt(self, s: Json, sc: Scope) -> None:
+        self.src = s.get("src") or self.src
         method = getattr(self, "s_" + s["s"], None)
         if method is None:
             raise self.error(s, f"statement {s['s']!r} is not supported by p4switch")

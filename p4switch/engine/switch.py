@@ -112,14 +112,6 @@ def _lookahead(data: bytes, pos: int, width: int) -> int:
     return int.from_bytes(data[pos : pos + nbytes], "big") >> (nbytes * 8 - width)
 
 
-def _div(a: int, b: int) -> int:
-    return a // b if b else 0
-
-
-def _mod(a: int, b: int) -> int:
-    return a % b if b else 0
-
-
 class V1Switch(Switch):
     """Switch implementation (see api.Switch for the contract)."""
 
@@ -155,8 +147,6 @@ class V1Switch(Switch):
             "_Reject": Reject,
             "_Exit": ExitBlock,
             "_lookahead": _lookahead,
-            "_div": _div,
-            "_mod": _mod,
             "_HASH": HASH_ALGORITHMS,
             "_hash_offset": hash_offset,
             "X": self.x,
