@@ -29,24 +29,27 @@ demo: setup ## the main job: fat tree, attack, traceback and filtering results
 
 # ---- data plane: p4src/ and ptf-tests/ ----------------------------------------------------------------
 P4_SOURCES := $(wildcard p4src/*.p4 p4src/include/*.p4)
+BUILD ?= build
+P4SWITCH_CC := $(VENV)/bin/p4switch-cc
 ifeq ($(TARGET),bmv2)
 P4C := p4c-bm2-ss --arch v1model
 else
-P4C := $(VENV)/bin/p4switch-cc
+P4C := $(P4SWITCH_CC)
 endif
 
 .PHONY: build p4info ptf bench-dataplane
 
-build: build/main.json ## compile p4src/main.p4 for $(TARGET) into build/main.json and build/main.p4info.txtpb
+build: $(BUILD)/main.json ## compile p4src/main.p4 for $(TARGET) into build/main.json and build/main.p4info.txtpb
 
-build/%.json build/%.p4info.txtpb: p4src/%.p4 $(P4_SOURCES) build/.target-$(TARGET)
-	$(P4C) $< -o build/$*.json --p4runtime-files build/$*.p4info.txtpb
+$(BUILD)/%.json $(BUILD)/%.p4info.txtpb: p4src/%.p4 $(P4_SOURCES) $(BUILD)/.target-$(TARGET)
+	$(P4C) $< -o $(BUILD)/$*.json --p4runtime-files $(BUILD)/$*.p4info.txtpb
 
-build/.target-$(TARGET):
-	@mkdir -p build && rm -f build/.target-* && touch $@
+$(BUILD)/.target-$(TARGET):
+	@mkdir -p $(BUILD) && rm -f $(BUILD)/.target-* && touch $@
 
-p4info: build/main.json ## regenerate the committed P4Info (p4src/main.p4info.txtpb)
-	cp build/main.p4info.txtpb p4src/main.p4info.txtpb
+p4info: ## regenerate the committed P4Info (p4src/main.p4info.txtpb) with p4switch-cc
+	@mkdir -p $(BUILD)
+	$(P4SWITCH_CC) p4src/main.p4 -o $(BUILD)/p4info-main.json --p4runtime-files p4src/main.p4info.txtpb
 
 ptf: setup ## PTF data-plane tests against $(TARGET) on veths (root; PTF_TESTS=... selects tests)
 	$(PY) -m pytest ptf-tests/test_ptf.py -s $(PYTEST_ARGS)

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-BUILD = ROOT / "build"
 VENV_BIN = Path(sys.executable).parent
 CPU_PORT = 255
 DEVICE_ID = 1
@@ -70,11 +69,12 @@ class Switch:
     log: Path
 
 
-def build(target: Target) -> tuple[Path, Path]:
-    """`make build` for ``target``: (program JSON, P4Info)."""
-    subprocess.run(["make", "-s", "-C", str(ROOT), "build", f"TARGET={target.name}",
+def build(target: Target, into: Path) -> tuple[Path, Path]:
+    """`make build` for ``target`` into the directory ``into``: (program JSON, P4Info). A private build
+    directory per run, so concurrent runs never read each other's half-written files."""
+    subprocess.run(["make", "-s", "-C", str(ROOT), "build", f"TARGET={target.name}", f"BUILD={into}",
                     f"VENV={VENV_BIN.parent}"], check=True)
-    return BUILD / "main.json", BUILD / "main.p4info.txtpb"
+    return into / "main.json", into / "main.p4info.txtpb"
 
 
 def _free_port() -> int:
@@ -133,7 +133,7 @@ def _switch_command(target: Target, ifaces: dict[int, str], port: int, log: Path
 @contextmanager
 def running_switch(target: Target, ports: list[int], workdir: Path) -> Iterator[Switch]:
     """Build the program, create the veths, start the switch; tear everything down on exit."""
-    program, p4info = build(target)
+    program, p4info = build(target, workdir / "build")
     log = workdir / "switch.log"
     with veth_pairs(ports) as (switch_side, tester_side):
         grpc_port = _free_port()
