@@ -6,6 +6,7 @@ digests are read back over P4Runtime. Commands that need the engine's insides (`
 
 from __future__ import annotations
 
+import select
 from dataclasses import dataclass, field
 
 from finsy.proto import p4d, p4i, p4r
@@ -18,6 +19,8 @@ from p4switch.tests.runtime.harness import Builder, Program, RawPort, StreamClie
 
 INSERT, MODIFY = p4r.Update.INSERT, p4r.Update.MODIFY
 IN_PROCESS_ONLY = {"clock", "check_stat"}
+QUIET = 0.5
+"""Seconds without a frame after which the frames sent so far count as processed."""
 _KINDS: dict[int, str] = {
     p4i.MatchField.EXACT: "exact", p4i.MatchField.TERNARY: "ternary", p4i.MatchField.LPM: "lpm",
     p4i.MatchField.RANGE: "range", p4i.MatchField.OPTIONAL: "optional"}
@@ -46,6 +49,8 @@ class StfRun:
     expected: dict[int, list[str]] = field(default_factory=dict)
     digests: list[p4r.DigestList] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
+    received: dict[int, list[bytes]] = field(default_factory=dict)
+    in_flight: bool = False
 
     def __post_init__(self) -> None:
         self.builder = Builder(self.program)
@@ -58,8 +63,11 @@ class StfRun:
             entry = p4r.DigestEntry(digest_id=digest.id, config=config)
             self.client.write(update(INSERT, digest_entry=entry))
         for cmd in commands:
-            if cmd.kind not in IN_PROCESS_ONLY:
-                getattr(self, f"do_{cmd.kind}")(cmd)
+            if cmd.kind in IN_PROCESS_ONLY:
+                continue
+            if self.in_flight and cmd.kind not in ("packet", "expect"):
+                self.settle()
+            getattr(self, f"do_{cmd.kind}")(cmd)
         self.check_frames()
         return self.failures
 
@@ -128,6 +136,7 @@ class StfRun:
 
     # ------------------------------------------------------------------------- packets
     def do_packet(self, cmd: stf.Command) -> None:
+        self.in_flight = True
         if cmd.port != self.cpu_port:
             self.hosts[cmd.port].send(cmd.data)
             return
@@ -142,10 +151,10 @@ class StfRun:
             packet.metadata.add(metadata_id=f.id, value=codec.encode_uint(value))
         self.client.send(p4r.StreamMessageRequest(packet=packet))
 
-    def packet_ins(self, wanted: int) -> list[bytes]:
+    def packet_ins(self, wait: float) -> list[bytes]:
         """PacketIns as the frames the CPU port got: packet_in header rebuilt from the metadata."""
         frames = []
-        for message in self.client.collect("packet", wait=1.0 if wanted else 0.2):
+        for message in self.client.collect("packet", wait=wait):
             values = {m.metadata_id: int.from_bytes(m.value, "big") for m in message.packet.metadata}
             header = 0
             for f in self.index.packet_in:
@@ -157,17 +166,28 @@ class StfRun:
     def do_expect(self, cmd: stf.Command) -> None:
         self.expected.setdefault(cmd.port, []).append(cmd.pattern)
 
+    def settle(self, quiet: float = QUIET) -> None:
+        """Collect what the switch sent until no frame comes for ``quiet`` seconds: the frames sent so
+        far have then gone through, so a following write cannot overtake them (the in-process driver
+        runs each packet to completion; over veths they are in flight)."""
+        socks = {host.sock: port for port, host in self.hosts.items()}
+        while True:
+            ready, _, _ = select.select(list(socks), [], [], quiet)
+            if not ready:
+                break
+            for sock in ready:
+                self.received.setdefault(socks[sock], []).append(sock.recv(65536))
+        if self.cpu_port is not None:
+            self.received.setdefault(self.cpu_port, []).extend(self.packet_ins(wait=0.1))
+        self.in_flight = False
+
     def check_frames(self) -> None:
         """Every port got exactly the frames expected on it so far, in order."""
+        self.settle()
         expected, self.expected = self.expected, {}
+        received, self.received = self.received, {}
         for port in [*self.hosts, *([self.cpu_port] if self.cpu_port is not None else [])]:
-            wanted = expected.get(port, [])
-            got: list[bytes] = []
-            if port == self.cpu_port:
-                got = self.packet_ins(len(wanted))
-            else:
-                while (frame := self.hosts[port].receive(timeout=1.0 if len(got) < len(wanted) else 0.2)):
-                    got.append(frame)
+            wanted, got = expected.get(port, []), received.get(port, [])
             for i, pattern in enumerate(wanted):
                 if i >= len(got):
                     self.failures.append(f"port {port}: expected frame {pattern} did not come")
