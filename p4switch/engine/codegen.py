@@ -324,6 +324,8 @@ class Codegen:
         a = self.expr(e["left"], sc)
         b = self.expr(e["right"], sc)
         if operator in ("==", "!=", "<", ">", "<=", ">="):
+            if e["left"]["type"].get("k") in ("header", "struct", "stack"):
+                raise self.error(e, f"'{operator}' on headers or structs is not supported by p4switch")
             return f"({a} {operator} {b})"
         if operator == "&&":
             return f"({a} and {b})"
