@@ -112,15 +112,19 @@ def port_answers(port: int) -> bool:
     return False
 
 
-def stop_process(proc: subprocess.Popen[Any], timeout: float = STOP_TIMEOUT) -> None:
-    """SIGTERM by pid, then SIGKILL if it has not exited within ``timeout``."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=5)
+def stop_processes(procs: Iterable[subprocess.Popen[Any]], timeout: float = STOP_TIMEOUT) -> None:
+    """SIGTERM each by pid, all at once, then SIGKILL whatever has not exited within ``timeout``."""
+    procs = list(procs)
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
 
 
 def tail(path: Path, lines: int = 15) -> str:
@@ -183,9 +187,16 @@ class P4RuntimeSwitch(Switch):  # type: ignore[misc]
             started.append(switch)
         return started
 
+    @classmethod
+    def batchShutdown(cls, switches: Iterable[P4RuntimeSwitch]) -> list[P4RuntimeSwitch]:  # noqa: N802
+        """Stop every switch process at once (Mininet has already deleted the links)."""
+        switches = list(switches)
+        stop_processes(s.process for s in switches if s.process is not None)
+        return switches
+
     def stop(self, deleteIntfs: bool = True) -> None:  # noqa: N803
         if self.process is not None:
-            stop_process(self.process)
+            stop_processes([self.process])
         super().stop(deleteIntfs)
 
 

@@ -1,0 +1,122 @@
+"""``ibsec-fabric`` (or ``python -m topologies.launch``): launch a fabric and get the Mininet CLI.
+
+    ibsec-fabric fat-tree                              # k=2, three levels: 12 switches, 8 hosts
+    ibsec-fabric fat-tree --k 4 --levels 2             # 8 switches, 16 hosts
+    ibsec-fabric mesh --dims 4x4 --routing adaptive
+    ibsec-fabric torus | hypercube --cube 3 | mesh3d --dims 3x2x2 | paper16
+    ibsec-fabric mesh --policy dt --security icrc-mac --partitions 4 --bw 100 --delay 1ms
+    ibsec-fabric clean                                 # remove what a killed launcher left behind
+
+It builds the P4 program for the target (``--target`` or ``TARGET``: p4switch or bmv2), writes the run
+directory, starts the switches, the SM and one agent per host, prints where everything is, and offers the
+Mininet CLI when the terminal is interactive (otherwise it waits for Ctrl-C or ``--duration``). Leaving
+the CLI, Ctrl-C, SIGTERM or an error tears everything down.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+from types import FrameType
+
+from . import fabrics, network, run, topofile
+
+
+def parse_dims(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in text.lower().replace(",", "x").split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"dimensions look like 4x4 or 3x2x2, not {text!r}") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ibsec-fabric", description=__doc__.split("\n\n")[0],
+                                     epilog=__doc__.split("\n\n", 1)[1],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("fabric", choices=(*fabrics.FABRICS, "clean"), nargs="?", default="fat-tree")
+    shape = parser.add_argument_group("shape")
+    shape.add_argument("--k", type=int, default=2, help="fat tree: ports up and down per switch")
+    shape.add_argument("--levels", type=int, default=3, help="fat tree: levels of switches")
+    shape.add_argument("--hosts-per-leaf", type=int, help="fat tree: hosts per leaf switch (default k)")
+    shape.add_argument("--dims", type=parse_dims, help="mesh, torus, mesh3d: switches per dimension")
+    shape.add_argument("--cube", type=int, default=3, help="hypercube: dimensions")
+    shape.add_argument("--bw", type=float, help="link bandwidth, Mbit/s (TCLink)")
+    shape.add_argument("--delay", help="link delay, e.g. 1ms (TCLink)")
+    ctl = parser.add_argument_group("control")
+    ctl.add_argument("--target", choices=tuple(network.TARGETS), default=os.environ.get("TARGET", "p4switch"))
+    ctl.add_argument("--routing", choices=topofile.ROUTINGS, default="deterministic")
+    ctl.add_argument("--partitions", type=int, default=2, help="partitions, hosts assigned round robin")
+    ctl.add_argument("--security", choices=topofile.SECURITY_MODES, default="sth-aead",
+                     help="security mode of every partition")
+    ctl.add_argument("--policy", choices=run.POLICIES, default="sif", help="partition filter policy")
+    ctl.add_argument("--quiet-period", type=float, default=3.0,
+                     help="SIF: seconds without violations before a filter is flushed")
+    ctl.add_argument("--no-sm", action="store_true", help="no SM (agents get their P_Key tables from files)")
+    parser.add_argument("--run-dir", type=run.Path, help="run directory (default runs/<UTC time>-<fabric>)")
+    parser.add_argument("--no-cli", action="store_true", help="no Mininet CLI: wait for Ctrl-C or --duration")
+    parser.add_argument("--duration", type=float, help="with --no-cli: stop after this many seconds")
+    parser.add_argument("-v", "--verbose", action="store_true", help="Mininet's own progress output")
+    return parser
+
+
+def options_from(args: argparse.Namespace) -> run.RunOptions:
+    return run.RunOptions(fabric=args.fabric, k=args.k, levels=args.levels,
+                          hosts_per_leaf=args.hosts_per_leaf, dims=args.dims, cube=args.cube, target=args.target, routing=args.routing,
+                          partitions=args.partitions, security=args.security, policy=args.policy,
+                          quiet_period=args.quiet_period, bandwidth_mbit=args.bw, delay=args.delay,
+                          sm=not args.no_sm, run_dir=args.run_dir, verbose=args.verbose)
+
+
+def stop_on_sigterm() -> None:
+    """SIGTERM unwinds like Ctrl-C, so the teardown in ``finally`` runs."""
+
+    def raise_interrupt(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, raise_interrupt)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if os.geteuid() != 0:
+        print("ibsec-fabric: needs root (network namespaces, veths, raw sockets)", file=sys.stderr)
+        return 2
+    if args.fabric == "clean":
+        removed = network.clean_leftovers()
+        print(f"ibsec-fabric: removed {len(removed)} leftover interfaces" + (f": {' '.join(removed)}"
+                                                                          if removed else ""))
+        return 0
+    stop_on_sigterm()
+    try:
+        with run.FabricRun(options_from(args)) as fabric_run:
+            print(fabric_run.describe(), flush=True)
+            interact(fabric_run, args)
+    except network.FabricError as err:
+        print(f"ibsec-fabric: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("ibsec-fabric: interrupted; everything stopped", file=sys.stderr)
+        return 130
+    return 0
+
+
+def interact(fabric_run: run.FabricRun, args: argparse.Namespace) -> None:
+    if not args.no_cli and sys.stdin.isatty():
+        from mininet.cli import CLI
+
+        print("Mininet CLI: e.g. `h0 ibsec-agentctl -s <run>/h0.sock counters`; exit or Ctrl-D tears down.")
+        assert fabric_run.net is not None
+        CLI(fabric_run.net.net)
+        return
+    limit = f" (or after {args.duration:.0f} s)" if args.duration else ""
+    print(f"running; Ctrl-C stops{limit}", flush=True)
+    deadline = time.monotonic() + args.duration if args.duration else None
+    while deadline is None or time.monotonic() < deadline:
+        time.sleep(0.5)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,296 @@
+"""One launch of a fabric: run directory, switches, the SM, one agent per host, and their teardown.
+
+:class:`FabricRun` is a context manager; leaving it, normally, on Ctrl-C or on any error, stops the
+agents, the SM and the switches by pid, deletes every veth and host namespace, and removes the key
+provisioning files. The run directory (DESIGN section 10) keeps the rest::
+
+    runs/<UTC timestamp>-<topology>/
+        topology.json        what the SM reads
+        events.jsonl         the SM's events, one JSON object per line
+        logs/<switch|sm|host>.log
+        pcaps/<switch>-<port>_in.pcap, _out.pcap
+        keys/                provisioning files, mode 0600 (removed at teardown)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ibsec import addressing, keys
+from ibsec.agent.control import ControlClient
+from ibsm.events import read_events
+
+from . import fabrics, network, topofile
+from .fabrics import Fabric, HostInfo
+from .network import FabricError, FabricNet
+
+RUNS = network.REPO / "runs"
+POLICIES = ("none", "dt", "if", "sif")
+SM_READY_TIMEOUT = 120.0
+AGENT_READY_TIMEOUT = 60.0
+
+
+@dataclass
+class RunOptions:
+    """Everything a launch can vary (the launcher's command line and the tests set these)."""
+
+    fabric: str = "fat-tree"
+    k: int = 2
+    levels: int = 3
+    hosts_per_leaf: int | None = None
+    dims: tuple[int, ...] | None = None
+    cube: int = 3
+    target: str = "p4switch"
+    routing: str = "deterministic"
+    partitions: int = 2
+    security: str = "sth-aead"
+    policy: str = "sif"
+    quiet_period: float = 3.0
+    bandwidth_mbit: float | None = None
+    delay: str | None = None
+    agents: tuple[str, ...] | None = None  # host names; None = every host
+    sm: bool = True
+    run_dir: Path | None = None
+    verbose: bool = False
+    sm_args: tuple[str, ...] = field(default_factory=tuple)
+
+    def build_fabric(self) -> Fabric:
+        return fabrics.build(self.fabric, k=self.k, levels=self.levels, hosts_per_leaf=self.hosts_per_leaf,
+                             dims=self.dims, cube=self.cube)
+
+
+def new_run_dir(name: str, root: Path = RUNS) -> Path:
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+    path = root / f"{stamp}-{name}"
+    path.mkdir(parents=True)
+    return path
+
+
+def newest_run(root: Path = RUNS) -> Path:
+    """The newest run directory (tools that inspect a run default to it)."""
+    runs = sorted(p for p in root.glob("*-*") if (p / "topology.json").exists())
+    if not runs:
+        raise FileNotFoundError(f"no run directory under {root}")
+    return runs[-1]
+
+
+@dataclass
+class Agent:
+    """A host's agent process and its control socket."""
+
+    host: HostInfo
+    gid: str
+    process: subprocess.Popen[bytes]
+    control: Path
+
+    def call(self, cmd: str, timeout: float = 30.0, **args: Any) -> Any:
+        with ControlClient(self.control, timeout=timeout) as client:
+            return client.call(cmd, **args)
+
+    def counters(self) -> dict[str, Any]:
+        result: dict[str, Any] = self.call("counters")
+        return result
+
+
+class FabricRun:
+    """A launched fabric. Use as ``with FabricRun(options) as run: ...``."""
+
+    def __init__(self, options: RunOptions) -> None:
+        if options.policy not in POLICIES:
+            raise FabricError(f"policy must be one of {', '.join(POLICIES)}")
+        self.options = options
+        self.fabric = options.build_fabric()
+        self.target = network.target(options.target)
+        self.run_dir = options.run_dir or new_run_dir(self.fabric.name)
+        for sub in ("logs", "pcaps"):
+            (self.run_dir / sub).mkdir(parents=True, exist_ok=True)
+        (self.run_dir / "keys").mkdir(mode=0o700, exist_ok=True)
+        self.hosts = {h.name: h for h in self.fabric.hosts()}
+        self.partitions = topofile.partitions_round_robin(self.fabric.hosts(), options.partitions,
+                                                          options.security)
+        self.net: FabricNet | None = None
+        self.sm: subprocess.Popen[bytes] | None = None
+        self.agents: dict[str, Agent] = {}
+        self.tools: list[subprocess.Popen[bytes]] = []
+
+    # ---- paths -------------------------------------------------------------------------------------------
+
+    @property
+    def topology_file(self) -> Path:
+        return self.run_dir / "topology.json"
+
+    @property
+    def events_file(self) -> Path:
+        return self.run_dir / "events.jsonl"
+
+    def key_file(self, name: str) -> Path:
+        return self.run_dir / "keys" / f"{name}.keys"
+
+    def gid(self, host: str) -> str:
+        return topofile.host_gid(self.hosts[host])
+
+    # ---- start and stop ----------------------------------------------------------------------------------
+
+    def __enter__(self) -> FabricRun:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        program = network.build_program(self.target)
+        links = network.LinkOptions(self.options.bandwidth_mbit, self.options.delay)
+        self.net = FabricNet(self.fabric, self.target, self.run_dir, links, self.options.verbose)
+        doc = topofile.topology_document(self.fabric, self.net.addresses, self.partitions,
+                                         self.options.routing)
+        topofile.write_json(self.topology_file, doc)
+        self.net.start()
+        self._provision_keys()
+        if self.options.sm:
+            self._start_sm(program)
+        for name in self.options.agents if self.options.agents is not None else self.hosts:
+            self._start_agent(self.hosts[name])
+        self._wait_agents()
+
+    def stop(self) -> None:
+        """Stop everything this run started, in reverse order, whatever state it is in."""
+        network.stop_processes([*self.tools, *(a.process for a in self.agents.values())])
+        if self.sm is not None:
+            network.stop_processes([self.sm])
+        try:
+            if self.net is not None:
+                self.net.stop()
+        finally:
+            for path in (self.run_dir / "keys").iterdir():
+                path.unlink(missing_ok=True)
+            for agent in self.agents.values():
+                agent.control.unlink(missing_ok=True)
+
+    def _provision_keys(self) -> None:
+        """CA_SK per host, in the SM's key database and in each host's own 0600 file (DESIGN section 5)."""
+        store = keys.KeyStore()
+        for host in self.hosts.values():
+            guid = addressing.host_guid(host.index)
+            store.enroll(guid)
+            store.provision_host(guid, self.key_file(host.name))
+        store.save(self.key_file("sm"))
+
+    def _start_sm(self, program: network.Program) -> None:
+        argv = [sys.executable, "-m", "ibsm.cli", "run", "--topology", str(self.topology_file),
+                "--policy", self.options.policy, "--p4info", str(program.p4info),
+                "--config", str(program.json),
+                "--keys", str(self.key_file("sm")), "--events", str(self.events_file),
+                "--log", str(self.run_dir / "logs" / "sm.log"),
+                "--quiet-period", str(self.options.quiet_period), *self.options.sm_args]
+        with open(self.run_dir / "logs" / "sm.out", "ab") as out:
+            self.sm = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                       start_new_session=True)
+        self.wait_event(lambda e: e.get("event") in ("fabric-ready", "ready"), SM_READY_TIMEOUT,
+                        what="the SM to program the fabric")
+
+    def _start_agent(self, host: HostInfo) -> None:
+        assert self.net is not None
+        control = self.run_dir / f"{host.name}.sock"
+        argv = [sys.executable, "-m", "ibsec.agent.daemon", "--name", host.name,
+                "--iface", self.net.host_iface(host.name), "--run-dir", str(self.run_dir),
+                "--subnet", str(topofile.SUBNET), "--lid", str(addressing.host_lid(host.index)),
+                "--keys", str(self.key_file(host.name)), "--control", str(control)]
+        if self.options.sm:
+            argv += ["--sm-gid", topofile.sm_gid()]
+        else:
+            argv += ["--pkeys", str(self._pkey_file(host))]
+        with open(self.run_dir / "logs" / f"{host.name}.out", "ab") as out:
+            proc = self.net.host(host.name).popen(argv, stdout=out, stderr=subprocess.STDOUT,
+                                                   stdin=subprocess.DEVNULL)
+        self.agents[host.name] = Agent(host, self.gid(host.name), proc, control)
+
+    def _pkey_file(self, host: HostInfo) -> Path:
+        """Without an SM: the host's P_Key table as a file (its partitions, full membership)."""
+        table = [{"pkey": f"{p.full_pkey:#06x}", "mode": topofile.SECURITY_MODES.index(p.security),
+                  "scope": "partition"} for p in self.partitions if host.name in p.members]
+        path = self.run_dir / "keys" / f"{host.name}.pkeys.json"
+        topofile.write_json(path, {"partitions": table})
+        return path
+
+    def _wait_agents(self) -> None:
+        deadline = time.monotonic() + AGENT_READY_TIMEOUT
+        for agent in self.agents.values():
+            while True:
+                if agent.process.poll() is not None:
+                    raise FabricError(f"agent {agent.host.name} exited with {agent.process.returncode} "
+                                      f"(log {self.run_dir / 'logs' / agent.host.name}.log)")
+                with contextlib.suppress(OSError):
+                    agent.call("ping", timeout=2)
+                    break
+                if time.monotonic() > deadline:
+                    raise FabricError(f"agent {agent.host.name} did not answer on {agent.control}")
+                time.sleep(0.1)
+
+    # ---- using the fabric --------------------------------------------------------------------------------
+
+    def spawn(self, host: str, argv: list[str], log_name: str) -> subprocess.Popen[bytes]:
+        """Start a tool in ``host``'s namespace (stopped by pid at teardown); output to logs/<log_name>."""
+        assert self.net is not None
+        with open(self.run_dir / "logs" / log_name, "ab") as out:
+            proc = self.net.host(host).popen(argv, stdout=out, stderr=subprocess.STDOUT,
+                                             stdin=subprocess.DEVNULL)
+        self.tools.append(proc)
+        return proc
+
+    def run_tool(self, host: str, argv: list[str], timeout: float = 120.0) -> list[dict[str, Any]]:
+        """Run a short tool (an attack) in ``host``'s namespace; its JSON output lines."""
+        assert self.net is not None
+        proc = self.net.host(host).popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                         stdin=subprocess.DEVNULL)
+        self.tools.append(proc)
+        out, err = proc.communicate(timeout=timeout)
+        if proc.returncode:
+            raise FabricError(f"{' '.join(argv[:4])} on {host} failed ({proc.returncode}): "
+                              f"{err.decode()[-500:]}")
+        return [json.loads(line) for line in out.decode().splitlines() if line.startswith("{")]
+
+    def events(self) -> list[dict[str, Any]]:
+        """The SM's events so far (a torn last line is left for the next call)."""
+        if not self.events_file.exists():
+            return []
+        return list(read_events(self.events_file))
+
+    def wait_event(self, match: Callable[[dict[str, Any]], bool], timeout: float, what: str = "an event"
+                   ) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = next((e for e in self.events() if match(e)), None)
+            if found is not None:
+                return found
+            if self.sm is not None and self.sm.poll() is not None:
+                raise FabricError(f"the SM exited with {self.sm.returncode} while waiting for {what} "
+                                  f"(log {self.run_dir / 'logs' / 'sm.log'}):\n"
+                                  f"{network.tail(self.run_dir / 'logs' / 'sm.out')}")
+            time.sleep(0.1)
+        raise FabricError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+    def describe(self) -> str:
+        """What is running and where (printed by the launcher before the CLI)."""
+        assert self.net is not None
+        lines = [f"run directory {self.run_dir}", f"{self.fabric.name} on {self.target.name}: "
+                 f"{len(self.net.grpc_ports)} switches, {len(self.hosts)} hosts"]
+        lines += [f"  {name:8s} P4Runtime {addr}" for name, addr in self.net.addresses.items()]
+        for host in self.hosts.values():
+            parts = ",".join(p.name for p in self.partitions if host.name in p.members)
+            lines.append(f"  {host.name:8s} GID {self.gid(host.name)}  on {host.switch} port {host.port}  "
+                         f"partition {parts}")
+        return "\n".join(lines)
