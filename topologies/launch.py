@@ -64,7 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def options_from(args: argparse.Namespace) -> run.RunOptions:
     return run.RunOptions(fabric=args.fabric, k=args.k, levels=args.levels,
-                          hosts_per_leaf=args.hosts_per_leaf, dims=args.dims, cube=args.cube, target=args.target, routing=args.routing,
+                          hosts_per_leaf=args.hosts_per_leaf, dims=args.dims, cube=args.cube,
+                          target=args.target, routing=args.routing,
                           partitions=args.partitions, security=args.security, policy=args.policy,
                           quiet_period=args.quiet_period, bandwidth_mbit=args.bw, delay=args.delay,
                           sm=not args.no_sm, run_dir=args.run_dir, verbose=args.verbose)
