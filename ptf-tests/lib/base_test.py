@@ -91,6 +91,19 @@ class P4RuntimeTest(BaseTest):
         (entity,) = self.client.read(self.p4info.counter_cell(name, index))
         return int(entity.counter_entry.data.packet_count)
 
+    def reset_counter(self, name: str, index: int) -> None:
+        """Write zero into one cell of an indexed counter; tearDown writes the old value back."""
+        (previous,) = self.client.read(self.p4info.counter_cell(name, index))
+        zero = p4r.Entity()
+        zero.CopyFrom(self.p4info.counter_cell(name, index))
+        zero.counter_entry.data.CopyFrom(p4r.CounterData(byte_count=0, packet_count=0))
+        self.modify(zero, previous)
+
+    def delete(self, entity: Any) -> None:
+        """DELETE ``entity`` (one this test inserted): it is no longer undone in tearDown."""
+        self.client.write(p4r.Update.DELETE, entity)
+        self._undo.remove((p4r.Update.DELETE, entity))
+
     def set_meter(self, name: str, index: int, cir: int, cburst: int, pir: int, pburst: int) -> None:
         """Configure one cell of an indexed meter; tearDown restores its previous configuration."""
         cell = p4r.MeterEntry(meter_id=self.p4info.id("meters", name), index=p4r.Index(index=index))

@@ -102,3 +102,28 @@ class ModeOffDoesNoLookup(PartitionTest):
 
         self.assertEqual(self.partition_lookups(HOST_PORT), lookups)
         self.assertEqual(self.pkey_violations(HOST_PORT), violations)
+
+
+class SifFlushEndsFiltering(PartitionTest):
+    """What the SM's SIF engine does when an attack stops: delete the port's invalid_pkeys entries and its
+    mode entry and reset its violation counter over P4Runtime. The counter reads zero, the port is back
+    in mode off (no lookups) and the formerly filtered P_Key passes."""
+
+    def runTest(self) -> None:
+        mode = self.p4info.table_entry("partition_mode_table", {"standard_metadata.ingress_port": HOST_PORT},
+                                       "filter_invalid_list")
+        invalid = self.p4info.table_entry("invalid_pkeys", {"standard_metadata.ingress_port": HOST_PORT,
+                                                            "hdr.bth.p_key": BAD_PKEY}, "reject_pkey")
+        self.insert(mode)
+        self.insert(invalid)
+        self.send_pkeys(HOST_PORT, BAD_PKEY, 3, passes=False)
+        self.assertGreaterEqual(self.pkey_violations(HOST_PORT), 3)
+
+        self.delete(invalid)
+        self.delete(mode)
+        self.reset_counter("pkey_violations", HOST_PORT)
+        self.assertEqual(self.pkey_violations(HOST_PORT), 0)
+        lookups = self.partition_lookups(HOST_PORT)
+        self.send_pkeys(HOST_PORT, BAD_PKEY, 2, passes=True)
+        self.assertEqual(self.pkey_violations(HOST_PORT), 0)
+        self.assertEqual(self.partition_lookups(HOST_PORT), lookups)
