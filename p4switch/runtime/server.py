@@ -753,6 +753,8 @@ def _check_names(switch: engine.Switch, index: P4InfoIndex) -> None:
             switch.meter_size(meter.name)
         for register in index.registers.values():
             switch.register_size(register.name)
+        for profile in index.profiles.values():
+            switch.members(profile.name)
     except engine.EngineError as err:
         raise invalid(f"the P4Info does not match the device config: {err}") from None
 
