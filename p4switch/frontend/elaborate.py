@@ -7,6 +7,7 @@ wants field lists. Errors are P4Error at the original file:line:col.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -57,6 +58,11 @@ class Ctx:
     sink: list[IR] | None = None  # where hoisted locals go (an action's locals while lowering it)
     params: list[IR] = field(default_factory=list)
     prefix: str = ""  # control-plane name prefix: the block, or the instance path of an inlined sub-control
+    stack_next: dict[str, int] | None = None  # parsers: nextIndex of each header stack in the current state
+
+
+class _StackOutOfBounds(Exception):
+    """`.next`/`.last` beyond the stack in an unrolled parser state: the state rejects there."""
 
 
 def kids(tree: Node) -> list[Any]:
@@ -438,8 +444,7 @@ class Elaborator:
         names = {self.name(s.children[1]) for s in states}
         if "start" not in names:
             raise type_error(self.pos(decl), f"parser {ctx.block} has no start state")
-        out_states = [self.lower_state(s, ctx, names) for s in states]
-        out_states.sort(key=lambda s: s["name"] != "start")
+        out_states = self.unroll_states({self.name(s.children[1]): s for s in states}, ctx, names)
         if body:
             out_states[0]["body"] = body + out_states[0]["body"]
         return {
@@ -450,23 +455,61 @@ class Elaborator:
             "states": out_states,
         }
 
-    def lower_state(self, state: PTree, ctx: Ctx, names: set[str]) -> IR:
+    def unroll_states(self, trees: dict[str, PTree], ctx: Ctx, names: set[str]) -> list[IR]:
+        """Lower the states reachable from start, one copy per header-stack position (as p4c's unroller).
+
+        `.next`, `.last` and `.lastIndex` then become constant indices: a state reached with stack
+        positions other than all-zero is named `state@i` (one number per stack in use).
+        """
+        labels: dict[tuple[str, tuple[tuple[str, int], ...]], str] = {}
+        queue: list[tuple[str, tuple[tuple[str, int], ...]]] = []
+
+        def label(name: str, positions: dict[str, int]) -> str:
+            if name in ("accept", "reject"):
+                return name
+            key = (name, tuple(sorted((k, v) for k, v in positions.items() if v)))
+            if key not in labels:
+                text = name + "".join(f"@{v}" for _, v in key[1])
+                while text in labels.values():
+                    text += "'"
+                labels[key] = text
+                queue.append(key)
+            return labels[key]
+
+        label("start", {})
+        out: list[IR] = []
+        while queue:
+            name, positions = queue.pop(0)
+            if len(out) > 1000:
+                raise unsupported(self.pos(trees[name]), "a parser that unrolls to more than 1000 states")
+            ctx.stack_next = dict(positions)
+            state = self.lower_state(trees[name], ctx, names, lambda n: label(n, ctx.stack_next or {}))
+            state["name"] = labels[(name, positions)]
+            out.append(state)
+        ctx.stack_next = None
+        return out
+
+    def lower_state(self, state: PTree, ctx: Ctx, names: set[str], goto: Callable[[str], str]) -> IR:
         ctx.scopes.append({})
         body: list[IR] = []
-        for st in state.children[2:-1]:
-            body.extend(self.stmt(st, ctx))
-        tr = state.children[-1]
-        if tr.data == "goto_transition":
-            transition = {"kind": "goto", "next": self.state_name(tr.children[0], names)}
-        else:
-            transition = self.lower_select(tr.children[0], ctx, names)
+        src = self.src(state)
+        try:
+            for st in state.children[2:-1]:
+                body.extend(self.stmt(st, ctx))
+            tr = state.children[-1]
+            if tr.data == "goto_transition":
+                transition: IR = {"kind": "goto", "next": goto(self.state_name(tr.children[0], names))}
+            else:
+                transition = self.lower_select(tr.children[0], ctx, names)
+                for case in transition["cases"]:
+                    case["next"] = goto(case["next"])
+        except _StackOutOfBounds:
+            body.append(
+                {"s": "verify", "cond": const(False, BOOL).ir, "error": "StackOutOfBounds", "src": src}
+            )
+            transition = {"kind": "goto", "next": "reject"}
         ctx.scopes.pop()
-        return {
-            "name": self.name(state.children[1]),
-            "src": self.src(state),
-            "body": body,
-            "transition": transition,
-        }
+        return {"name": self.name(state.children[1]), "src": src, "body": body, "transition": transition}
 
     def state_name(self, node: Node, names: set[str]) -> str:
         name = self.name(node)
@@ -1269,6 +1312,8 @@ class Elaborator:
             h = args[0]
             if h.t.k != "header" or not h.lv:
                 raise type_error(self.pos(nodes[0]), f"extract needs a header lvalue, got {h.t}")
+            if "stack_key" in h.extra and ctx.stack_next is not None:  # extract(s.next) advances s
+                ctx.stack_next[h.extra["stack_key"]] = ctx.stack_next.get(h.extra["stack_key"], 0) + 1
             return [{"s": "extract", "header": h.ir, "src": str(pos)}], None
         if method == "advance":
             self.arity(args, 1, pos, method)
@@ -1597,7 +1642,7 @@ class Elaborator:
         if ctx is not None and any(tname in scope for scope in ctx.scopes[1:]):
             # a variable or instance that shadows a type of the same name (e.g. `packet_out`)
             base = self.sym_value(self.lookup_sym(tname, node, ctx), tname, node)
-            return self.member_of(base, member, node)
+            return self.member_of(base, member, node, ctx)
         kind, info = self.types.get(tname, ("", None))
         if kind == "enum":
             if member not in self.enums[tname]:
@@ -1618,9 +1663,9 @@ class Elaborator:
         return Value({"op": "const", "value": member, "type": ERROR.json()}, ERROR, member)
 
     def x_member(self, node: PTree, ctx: Ctx | None) -> Value:
-        return self.member_of(self.expr(node.children[0], ctx), self.name(node.children[1]), node)
+        return self.member_of(self.expr(node.children[0], ctx), self.name(node.children[1]), node, ctx)
 
-    def member_of(self, base: Value, member: str, node: PTree) -> Value:
+    def member_of(self, base: Value, member: str, node: PTree, ctx: Ctx | None) -> Value:
         t = base.t
         if t.k == "lookahead_header":
             return self.lookahead_field(t.name, member, node)
@@ -1637,13 +1682,28 @@ class Elaborator:
                 return Value({}, Type("action_run", name=t.name))
         if t.k == "stack" and member == "size":
             return const(t.size, bit(32))
-        if t.k == "stack" and member in ("next", "last", "lastIndex", "nextIndex"):
-            raise unsupported(self.pos(node), f"header stack .{member}")
+        if t.k == "stack" and member in ("next", "last", "lastIndex"):
+            return self.stack_position(base, member, node, ctx)
         if t.k in ("header", "table", "packet_in", "packet_out", "extern", "stack", "subcontrol"):
             return Value({}, Type("method"), extra={"base": base, "method": member})
         raise type_error(self.pos(node.children[1]), f"{t} has no member {member}")
 
     x_lv_member = x_member
+
+    def stack_position(self, stack: Value, member: str, node: PTree, ctx: Ctx | None) -> Value:
+        """`.next`/`.last`/`.lastIndex` in an unrolled parser state: constant positions in the stack."""
+        if ctx is None or ctx.stack_next is None:
+            raise unsupported(self.pos(node.children[1]), f"header stack .{member} outside a parser")
+        key = json.dumps(stack.ir, sort_keys=True)
+        nxt = ctx.stack_next.get(key, 0)
+        if member == "lastIndex":
+            return const(nxt - 1, bit(32))
+        index = nxt if member == "next" else nxt - 1
+        if not 0 <= index < stack.t.size:
+            raise _StackOutOfBounds()
+        ht = Type("header", name=stack.t.name)
+        ir = {"op": "index", "expr": stack.ir, "index": index, "type": ht.json()}
+        return Value(ir, ht, lv=stack.lv, extra={"stack_key": key} if member == "next" else {})
 
     def lookahead_field(self, header: str, member: str, node: PTree) -> Value:
         """`pkt.lookahead<h_t>().f` as a slice of a lookahead of the whole header's bits."""

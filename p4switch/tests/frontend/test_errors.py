@@ -191,3 +191,13 @@ def test_width_of_a_literal_expression_that_cannot_be_inferred(ingress_error: Er
     err = ingress_error("    apply { meta.m8 = (bit<8>) ((hdr.eth.isValid() ? 1 : 2) + 1); }")
     assert err.message == "error: +: cannot infer the width of an integer expression; give it a width"
     assert where(err) == ("prog.p4", BODY_LINE, 33)
+
+
+def test_stack_next_outside_a_parser(compile_error: Callable[..., P4Error]) -> None:
+    src = TEMPLATE.replace("struct headers_t { eth_t eth; }", "struct headers_t { eth_t eth; eth_t[2] s; }")
+    err = compile_error(src.replace("{BODY}", "    apply { hdr.s.next.type_ = 1; }"))
+    assert (err.pos.line, err.pos.col, err.message) == (
+        BODY_LINE,
+        19,
+        "header stack .next outside a parser is not supported by p4switch",
+    )

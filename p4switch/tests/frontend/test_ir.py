@@ -353,3 +353,24 @@ def test_lookahead_of_header_fields_slices_one_lookahead() -> None:
     assert start["transition"]["cases"][0]["keysets"] == [
         {"kind": "exact", "value": v} for v in (0x50, 0x34, 1)
     ]
+
+
+def test_stack_next_and_last_unroll_the_parser_loop() -> None:
+    ir = compile_file(PROGRAMS / "source_routing.p4").ir
+    states = {s["name"]: s for s in block(ir, "P")["states"]}
+    assert list(states) == [
+        "start",
+        "parse_srcRouting",
+        "parse_srcRouting@1",
+        "parse_srcRouting@2",
+        "parse_srcRouting@3",
+    ]
+    for i in range(3):
+        state = states["parse_srcRouting" + (f"@{i}" if i else "")]
+        assert text(state["body"][0]["header"]) == f"hdr.srcRoutes[{i}]"  # .next
+        assert state["body"][1]["rhs"]["value"] == i  # .lastIndex after the extract
+        assert text(state["transition"]["keys"][0]["expr"]) == f"hdr.srcRoutes[{i}]"  # .last
+        assert [c["next"] for c in state["transition"]["cases"]] == ["accept", f"parse_srcRouting@{i + 1}"]
+    overflow = states["parse_srcRouting@3"]
+    assert overflow["body"][0]["s"] == "verify" and overflow["body"][0]["error"] == "StackOutOfBounds"
+    assert overflow["transition"] == {"kind": "goto", "next": "reject"}
