@@ -48,6 +48,7 @@ from p4switch.engine.externs import (
 from p4switch.engine.tables import ActionInfo, ActionProfile, KeyField, Table, action_text, lookup_name
 
 Json = dict[str, Any]
+IR_VERSION = 1  # docs/p4switch-ir.md
 MAX_CLONE_DEPTH = 4  # an E2E clone may clone again; bound it so a program cannot loop forever
 
 
@@ -722,6 +723,11 @@ def load(
         raise ProgramError(f"program is not valid JSON: {exc}") from None
     if not isinstance(ir, dict) or ir.get("format") != "p4switch-ir":
         raise ProgramError("program is not p4switch IR JSON (format != 'p4switch-ir')")
+    if ir.get("version") != IR_VERSION:
+        raise ProgramError(
+            f"p4switch IR version {ir.get('version')} is not the engine's version {IR_VERSION}: "
+            "compile the program again with this p4switch-cc"
+        )
     try:
         return V1Switch(ir, log, clock, rng or random.Random())
     except (KeyError, TypeError, ValueError, IndexError) as exc:

@@ -34,6 +34,8 @@ def test_not_ir_json_is_refused() -> None:
         Switch.load(b"{nope")
     with pytest.raises(ProgramError, match="format"):
         Switch.load(json.dumps({"format": "bmv2"}))
+    with pytest.raises(ProgramError, match="version 2"):
+        Switch.load(json.dumps({"format": "p4switch-ir", "version": 2}))
 
 
 @pytest.mark.parametrize("fn", ["resubmit", "recirculate"])
