@@ -359,3 +359,14 @@ def test_write_with_a_stale_election_id_is_permission_denied(client: harness.Str
     with pytest.raises(grpc.RpcError) as err:
         client.stub.Write(request)
     assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+
+
+def test_p4info_of_another_program_is_refused(switch: harness.InProcessSwitch, features: harness.Program,
+                                              l2fwd: harness.Program) -> None:
+    mismatched = harness.Program(l2fwd.json, features.p4info, l2fwd.json_path, features.p4info_path)
+    with harness.primary_client(switch.address) as client:
+        with pytest.raises(grpc.RpcError) as err:
+            client.set_pipeline(mismatched)
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "does not match" in (err.value.details() or "")
+    assert switch.device.switch is None
