@@ -109,3 +109,21 @@ def test_p4_names_that_clash_with_python_or_generated_code_round_trip() -> None:
     )
     switch = Switch.load(json.dumps(ir))
     assert switch.process(0, bytes([1, 2, 3, 4, 5, 6, 7, 8])) == [(3, bytes([1, 0x42, 3, 4, 5, 6, 7, 8]))]
+
+
+def test_a_header_made_valid_in_ingress_starts_zeroed_and_invalid_ones_are_not_emitted() -> None:
+    fields = [("f1", 8), ("f2", 8)]
+    ingress = [
+        {"s": "set_valid", "header": hdr("b", "b_t"), "src": "t:1:1"},
+        assign(member(hdr("b", "b_t"), "f2", {"k": "bit", "w": 8}), const(7, {"k": "bit", "w": 8})),
+        {"s": "set_invalid", "header": hdr("a", "a_t"), "src": "t:2:1"},
+        assign(sm("egress_spec", 9), const(1, {"k": "bit", "w": 9})),
+    ]
+    ir = program(
+        {"a_t": fields, "b_t": fields},
+        [("a", "a_t"), ("b", "b_t")],
+        [state("start", [extract("a", "a_t")], goto("accept"))],
+        ingress,
+    )
+    switch = Switch.load(json.dumps(ir))
+    assert switch.process(0, bytes([9, 9, 5])) == [(1, bytes([0, 7, 5]))]
