@@ -3,6 +3,8 @@ and counted by parser error, never forwarded half-parsed."""
 
 from __future__ import annotations
 
+from ibsec.layers import EXT_LAYERS
+from ibsec.opcodes import OPCODES, Service
 from ibsec_test import (
     IbsecTest,
     build_ack,
@@ -10,6 +12,7 @@ from ibsec_test import (
     build_plain_ipv6,
     build_rc_send,
     build_rdma_write,
+    build_roce,
     build_sth_packet,
     build_ud_send,
     gid,
@@ -125,3 +128,19 @@ class TruncatedIpv6Dropped(ParsingTest):
 
     def runTest(self) -> None:
         self.check_truncated_dropped(bytes(build_plain_ipv6())[:14 + 30])
+
+
+class EveryOpcodeOfTheOpcodeTable(ParsingTest):
+    """For every RC, UC and UD opcode of scapy-tools/ibsec/opcodes.py the parser extracts exactly the
+    extension headers the table lists: the whole packet leaves unchanged, and the same packet cut one byte
+    short of its last extension header is dropped as PacketTooShort. (RD and CNP are forwarded on the BTH
+    alone and not listed here.)"""
+
+    def runTest(self) -> None:
+        for opcode in OPCODES.values():
+            if opcode.service not in (Service.RC, Service.UC, Service.UD) or not opcode.headers:
+                continue
+            with self.subTest(opcode=opcode.name):
+                frame = bytes(build_roce(opcode.code, *(EXT_LAYERS[ext]() for ext in opcode.headers)))
+                self.check_forwarded_unchanged(frame)
+                self.check_truncated_dropped(frame[:BTH_END + sum(ext.length for ext in opcode.headers) - 1])
