@@ -1,0 +1,407 @@
+"""The SM's core: one finsy Switch per fabric switch, a ready-handler per switch, managers per concern.
+
+What to write is decided by pure functions (fabric plan, entries, partitions, SIF state machine, trap
+handler, key manager); the core only connects, reconciles, reads PacketIns and counters, and writes
+PacketOuts. The ready-handler runs on every (re)connection: it adopts the filters a switch already holds
+(SM restart), then reconciles the switch to the full wanted state (switch restart: everything again;
+SM restart: nothing written twice).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import finsy as fy
+from ibsec import keys, layers
+
+from . import entries
+from .events import EventLog
+from .fabric import FabricPlan, dst_id, plan_fabric
+from .keymgr import KeyManager, KeyOptions
+from .partitions import pkey_tables, valid_pkeys
+from .reconcile import read_owned, reconcile
+from .sif import INVALID_LIST, OFF, VALID_LIST, Action, PortId, Sif, SifOptions
+from .topology import Partition, Topology
+from .traps import MadSource, TrapHandler, TrapOptions, TrapReport, parse_frame
+
+log = logging.getLogger("ibsm")
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class SmOptions:
+    """Everything ``sm run`` is started with."""
+
+    run_dir: Path
+    policy: str = "sif"
+    p4info: Path = ROOT / "build" / "main.p4info.txtpb"
+    p4blob: Path = ROOT / "build" / "main.json"
+    punt_rate: int = 200  # packets/s per host port to the SM
+    punt_burst: int = 50
+    distribute_keys: bool = True
+    reconnect_probe: float = 0.1
+    sif: SifOptions = field(default_factory=SifOptions)
+    traps: TrapOptions = field(default_factory=TrapOptions)
+    keys: KeyOptions = field(default_factory=KeyOptions)
+
+
+class SmConfigError(ValueError):
+    """A configuration the SM cannot run with (message says what and where)."""
+
+
+def check_options(options: SmOptions) -> None:
+    if options.policy not in entries.POLICIES:
+        raise SmConfigError(f"policy {options.policy!r}: expected one of {', '.join(entries.POLICIES)}")
+    for what, path in (("P4Info", options.p4info), ("program", options.p4blob)):
+        if not path.is_file():
+            raise SmConfigError(f"{what} {path} not found (run `make build`)")
+    if options.traps.suppress_window >= options.sif.quiet_period:
+        raise SmConfigError(f"trap suppression window {options.traps.suppress_window} s must be shorter than "
+                            f"the SIF quiet period {options.sif.quiet_period} s")
+
+
+def _exact_entry(schema: fy.P4Schema, entity: fy.P4TableEntry) -> tuple[str, dict[str, int], str]:
+    """(table name, {field name: value} of its exact fields, action name) of a table entry read back."""
+    te = entity.encode(schema).table_entry
+    table = schema.tables[te.table_id]
+    fields = {table.match_fields[m.field_id].name: int.from_bytes(m.exact.value, "big")
+              for m in te.match if m.HasField("exact")}
+    action = schema.actions[te.action.action.action_id].name if te.action.HasField("action") else ""
+    return table.name, fields, action
+
+
+class SubnetManager:
+    """Programs and watches every switch of a topology."""
+
+    def __init__(self, topo: Topology, partitions: list[Partition], keystore: keys.KeyStore,
+                 options: SmOptions) -> None:
+        check_options(options)
+        self.topo = topo
+        self.options = options
+        self.plan: FabricPlan = plan_fabric(topo)
+        self.policy = options.policy
+        self.tables = pkey_tables(topo, partitions)
+        self.valid = valid_pkeys(topo, self.tables)
+        self.events = EventLog(options.run_dir / "events.jsonl")
+        self.sif = Sif(options.sif, lambda port: self.valid[port])
+        self.traps = TrapHandler(topo, self.plan, MadSource(topo, keystore), options.traps)
+        self.keys = KeyManager(topo, partitions, keystore, options.keys)
+        self.switches: dict[str, fy.Switch] = {}
+        self.state: dict[str, str] = {s.name: "connecting" for s in topo.switches}
+        self.lost_at: dict[str, float] = {}
+        self.trap_log: list[dict[str, Any]] = []
+        self.stats: dict[str, int] = {"packet_ins": 0, "ignored": 0}
+        self._controller: fy.Controller | None = None
+        self._lock = asyncio.Lock()
+        self._sif_lock = asyncio.Lock()
+        self.ready = asyncio.Event()
+        self._keys_started = False
+        self._stopping = False
+
+    # ------------------------------------------------------------------------------------------ lifecycle
+
+    def _new_switch(self, name: str) -> fy.Switch:
+        spec = self.topo.switch(name)
+        opts = fy.SwitchOptions(p4info=self.options.p4info, p4blob=self.options.p4blob,
+                                device_id=spec.device_id, ready_handler=self._ready_handler)
+        sw = fy.Switch(name, spec.address, opts)
+        sw.ee.add_listener(fy.SwitchEvent.CHANNEL_DOWN, self._on_down)
+        return sw
+
+    async def run(self) -> None:
+        """Run until cancelled: switches, SIF polling, key retries."""
+        self.events.emit("sm-start", topology=str(self.topo.source), policy=self.policy,
+                         switches=len(self.topo.switches), hosts=len(self.topo.hosts),
+                         scheme=self.plan.scheme)
+        self.switches = {s.name: self._new_switch(s.name) for s in self.topo.switches}
+        self._controller = fy.Controller(self.switches.values())
+        tasks = [asyncio.create_task(self._controller.run(), name="controller"),
+                 asyncio.create_task(self._sif_loop(), name="sif"),
+                 asyncio.create_task(self._key_loop(), name="keys")]
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+            for task in done:
+                task.result()  # a manager that failed stops the SM with its error
+        finally:
+            self._stopping = True
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+            self.events.emit("sm-stop", traps=dict(self.traps.counters))
+            self.events.close()
+
+    def _on_down(self, sw: fy.Switch) -> None:
+        if self._stopping or self.state.get(sw.name) == "lost":
+            return
+        self.state[sw.name] = "lost"
+        self.lost_at[sw.name] = time.monotonic()
+        self.events.emit("switch-lost", switch=sw.name)
+        log.warning("%s: P4Runtime channel lost", sw.name)
+        asyncio.get_running_loop().create_task(self._probe(sw.name))
+
+    async def _probe(self, name: str) -> None:
+        """Reconnect as soon as the switch's port answers again, instead of waiting out gRPC's backoff:
+        a fresh finsy Switch replaces the one whose channel is backing off."""
+        host, port = self.topo.switch(name).address.rsplit(":", 1)
+        while self.state.get(name) == "lost":
+            await asyncio.sleep(self.options.reconnect_probe)
+            try:
+                _, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), 0.5)
+            except (TimeoutError, OSError):
+                continue
+            writer.close()
+            if self.state.get(name) != "lost" or self._controller is None:
+                return
+            old = self.switches[name]
+            self.state[name] = "reconnecting"
+            await self._controller.remove(old).wait()
+            self.switches[name] = self._new_switch(name)
+            self._controller.add(self.switches[name])
+            return
+
+    async def _ready_handler(self, sw: fy.Switch) -> None:
+        """Per switch, on every (re)connection: adopt what it holds, reconcile, then serve its PacketIns."""
+        if not sw.is_primary:
+            return
+        started = time.monotonic()
+        existing = await read_owned(sw)
+        await self._adopt(sw, existing)
+        diff = await reconcile(sw, self.wanted(sw.name), existing)
+        spread = entries.spread_default(self.plan.adaptive)
+        await sw.write([~spread])
+        await sw.write([~m for m in entries.punt_meters(self.plan.switches[sw.name], self.options.punt_rate,
+                                                         self.options.punt_burst)])
+        was = self.state.get(sw.name)
+        self.state[sw.name] = "up"
+        fields = {"switch": sw.name, "inserted": diff.inserted, "modified": diff.modified,
+                  "deleted": diff.deleted, "unchanged": diff.unchanged,
+                  "program_s": round(time.monotonic() - started, 3)}
+        if was in ("lost", "reconnecting"):
+            fields["down_s"] = round(time.monotonic() - self.lost_at.get(sw.name, started), 3)
+            self.events.emit("switch-back", **fields)
+        else:
+            self.events.emit("switch-ready", **fields)
+        log.info("%s: programmed (%s)", sw.name, fields)
+        sw.create_task(self._packet_in_loop(sw))
+        if all(s == "up" for s in self.state.values()):
+            self.ready.set()
+            if self.options.distribute_keys and not self._keys_started:
+                self._keys_started = True
+                await self._send_keys()
+
+    def wanted(self, switch: str) -> list[entries.Entity]:
+        """Everything ``switch`` must hold now: routing and marking, the policy's tables, SIF's filters."""
+        plan = self.plan.switches[switch]
+        spec = self.topo.switch(switch)
+        out = entries.fabric_entities(plan, dst_id(self.topo.sm_gid))
+        out += entries.policy_entities(self.policy, switch, spec.ports, plan.host_ports, self.valid)
+        out += entries.sif_entities(switch, self.sif.ports)
+        return out
+
+    async def _adopt(self, sw: fy.Switch, existing: list[entries.Entity]) -> None:
+        """Under SIF, filters found on a switch and unknown to this SM (it restarted) are taken over."""
+        if self.policy != "sif":
+            return
+        modes: dict[int, str] = {}
+        invalid: dict[int, set[int]] = {}
+        for entity in existing:
+            if not isinstance(entity, fy.P4TableEntry):
+                continue
+            table, fields, action = _exact_entry(sw.p4info, entity)
+            port = fields.get(entries.INGRESS_PORT, 0)
+            if table == entries.PARTITION_MODE:
+                modes[port] = VALID_LIST if action == entries.FILTER_VALID_LIST else INVALID_LIST
+            elif table == entries.INVALID_PKEYS:
+                invalid.setdefault(port, set()).add(fields[entries.P_KEY])
+        for port, mode in modes.items():
+            key = (sw.name, port)
+            if key in self.sif.ports:
+                continue
+            count = await self._read_violations(sw, port)
+            self.sif.adopt(key, mode, invalid.get(port, set()), count)
+            self.events.emit("filter-adopted", switch=sw.name, port=port, mode=mode,
+                             pkeys=[f"{p:#06x}" for p in sorted(invalid.get(port, set()))], count=count)
+
+    # ------------------------------------------------------------------------------------------ packet-in
+
+    async def _packet_in_loop(self, sw: fy.Switch) -> None:
+        async for packet in sw.read_packets(queue_size=1024):
+            self.stats["packet_ins"] += 1
+            try:
+                await self.on_packet_in(sw.name, int(packet["ingress_port"]), packet.payload)
+            except Exception:  # one bad packet must not stop the switch's reader
+                log.exception("%s: PacketIn handling failed", sw.name)
+
+    async def on_packet_in(self, switch: str, port: int, frame: bytes) -> TrapReport | None:
+        """One MAD that reached the SM: a trap (authenticated, traced, maybe filtered) or a key ACK."""
+        received = time.monotonic()
+        pkt = parse_frame(frame)
+        if pkt is None:
+            self.stats["ignored"] += 1
+            return None
+        mad = pkt[layers.MAD]
+        if mad.mgmt_class == layers.MgmtClass.IBSEC_VENDOR and mad.r == 1:
+            self._on_key_response(pkt)
+            return None
+        report = self.traps.handle(pkt, switch, port)
+        record = self.events.emit("trap", **report.as_event())
+        if report.status == "accepted" and report.trace is not None:
+            t = report.trace
+            record = self.events.emit(
+                "traceback", victim=report.victim, bad_key=f"{report.bad_key:#06x}",
+                claimed_source=report.claimed_source, claimed_host=report.claimed_host, traced_host=t.host,
+                traced_switch=t.switch, traced_port=t.port, scheme=t.scheme, packets_needed=t.packets_needed,
+                mf=f"{report.mf:#012x}")
+            self.trap_log.append(record)
+            if self.policy == "sif" and report.number == layers.TRAP_BAD_PKEY and report.bad_key is not None:
+                await self._sif_trap((t.switch, t.port), report.bad_key, received)
+        elif report.status != "accepted":
+            log.info("%s: trap from %s %s: %s", switch, report.sender, report.status, report.reason)
+        return report
+
+    def _on_key_response(self, pkt: Any) -> None:
+        try:
+            host, mad = self.traps.source.sender(pkt)
+        except Exception as err:  # forged or unknown: counted like a forged trap
+            self.traps.counters["forged"] += 1
+            self.events.emit("trap", status="forged", reason=f"key response: {err}")
+            return
+        result = self.keys.on_response(host, mad)
+        if result is None:
+            return
+        delivery, status = result
+        event = "key-delivered" if status == layers.MadStatus.OK else "key-rejected"
+        self.events.emit(event, host=delivery.host, key=delivery.what, attempts=delivery.attempts,
+                         status=status)
+
+    # ------------------------------------------------------------------------------------------ SIF
+
+    async def _sif_trap(self, port: PortId, pkey: int, received: float) -> None:
+        async with self._sif_lock:
+            actions = self.sif.on_trap(port, pkey)
+            await self._apply(actions)
+        for action in actions:
+            if action.kind == "deduplicated":
+                self.events.emit("filter-deduplicated", switch=port[0], port=port[1], pkey=f"{pkey:#06x}",
+                                 mode=action.mode)
+            elif action.kind == "set-mode":
+                latency = round(1000 * (time.monotonic() - received), 3)
+                self.events.emit("filter-installed", switch=port[0], port=port[1], mode=action.mode,
+                                 pkey=f"{pkey:#06x}", latency_ms=latency)
+            elif action.kind == "install-invalid":
+                self.events.emit("filter-extended", switch=port[0], port=port[1], pkey=f"{pkey:#06x}")
+
+    async def _apply(self, actions: list[Action]) -> None:
+        """Write SIF's actions in order (a switch that is down gets them on its next ready-handler run)."""
+        for action in actions:
+            sw = self.switches.get(action.port[0])
+            if sw is None or self.state.get(action.port[0]) != "up" or action.kind == "deduplicated":
+                continue
+            port = action.port[1]
+            if action.kind == "reset-counter":
+                await sw.write([~fy.P4CounterEntry(entries.PKEY_VIOLATIONS, index=port,
+                                                   data=fy.P4CounterData(packet_count=0, byte_count=0))])
+                continue
+            targets = entries.sif_action_entities(action.kind, port, action.pkeys, action.mode)
+            if action.kind.startswith("remove") or (action.kind == "set-mode" and action.mode == OFF):
+                await sw.write([-e for e in targets])
+            elif action.kind == "set-mode":
+                try:
+                    await sw.write([+e for e in targets])
+                except fy.P4ClientError:
+                    await sw.write([~e for e in entries.sif_action_entities(action.kind, port, (),
+                                                                            action.mode)])
+            else:
+                await sw.write([+e for e in targets])
+
+    async def _read_violations(self, sw: fy.Switch, port: int) -> int:
+        async for counter in sw.read(fy.P4CounterEntry(entries.PKEY_VIOLATIONS, index=port)):  # type: ignore[attr-defined]
+            return int(counter.data.packet_count) if counter.data else 0
+        return 0
+
+    async def _sif_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.options.sif.poll_interval)
+            for port in self.sif.watched():
+                sw = self.switches.get(port[0])
+                if sw is None or self.state.get(port[0]) != "up":
+                    continue
+                try:
+                    count = await self._read_violations(sw, port[1])
+                except fy.P4ClientError:
+                    continue
+                async with self._sif_lock:
+                    state = self.sif.ports.get(port)
+                    actions = self.sif.on_counter(port, count)
+                    await self._apply(actions)
+                if actions and state is not None:
+                    self.events.emit("filter-flushed", switch=port[0], port=port[1], mode=state.mode,
+                                     pkeys=[f"{p:#06x}" for p in sorted(state.invalid)], count=count,
+                                     active_s=round(time.monotonic() - state.since, 3))
+
+    # ------------------------------------------------------------------------------------------ policy
+
+    async def set_policy(self, policy: str) -> dict[str, Any]:
+        """Switch the filter policy at run time: every switch is reconciled to the new policy's tables."""
+        if policy not in entries.POLICIES:
+            raise SmConfigError(f"policy {policy!r}: expected one of {', '.join(entries.POLICIES)}")
+        async with self._sif_lock:
+            old, self.policy = self.policy, policy
+            if policy != "sif":
+                self.sif.ports.clear()
+            written = {}
+            for name, sw in self.switches.items():
+                if self.state.get(name) == "up":
+                    diff = await reconcile(sw, self.wanted(name))
+                    written[name] = diff.inserted + diff.modified + diff.deleted
+        self.events.emit("policy-changed", old=old, new=policy, writes=written)
+        return {"old": old, "new": policy, "writes": written}
+
+    # ------------------------------------------------------------------------------------------ keys
+
+    async def _send_keys(self) -> None:
+        for delivery in self.keys.plan():
+            await self._send_delivery(delivery)
+
+    async def _send_delivery(self, delivery: Any) -> None:
+        host = next(h for h in self.topo.hosts if h.name == delivery.host)
+        sw = self.switches[host.switch]
+        if self.state.get(host.switch) != "up":
+            return
+        frame = self.keys.frame(delivery)
+        await sw.write([fy.P4PacketOut(frame, egress_port=host.port, _pad=0)])
+        self.events.emit("key-sent", host=delivery.host, key=delivery.what, attempt=delivery.attempts)
+
+    async def _key_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.options.keys.timeout / 4)
+            retry, failed = self.keys.due()
+            for delivery in failed:
+                self.events.emit("key-delivery-failed", host=delivery.host, key=delivery.what,
+                                 attempts=delivery.attempts)
+            for delivery in retry:
+                with contextlib.suppress(fy.P4ClientError):
+                    await self._send_delivery(delivery)
+
+    # ------------------------------------------------------------------------------------------ status
+
+    async def status(self) -> dict[str, Any]:
+        """Switches, filters in place, counters: what ``sm status`` prints."""
+        filters = []
+        for (name, port), state in sorted(self.sif.ports.items()):
+            filters.append({"switch": name, "port": port, "mode": state.mode, "count": state.count,
+                            "pkeys": [f"{p:#06x}" for p in sorted(state.invalid)],
+                            "active_s": round(time.monotonic() - state.since, 3)})
+        return {"policy": self.policy, "scheme": self.plan.scheme,
+                "switches": dict(self.state), "filters": filters,
+                "traps": dict(self.traps.counters), "packet_ins": self.stats["packet_ins"],
+                "keys_outstanding": self.keys.outstanding(), "events": dict(self.events.counts)}

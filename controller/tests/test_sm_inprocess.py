@@ -1,0 +1,201 @@
+"""The SM against in-process software switches wired into a fabric, with real host agents in-process.
+
+Pipeline push and entries read back, keys delivered and acknowledged, a spoofed P_Key flood marked by the
+switches, trapped by the victim's agent, traced to the true port, filtered there and flushed after the
+quiet period; forged traps install nothing; policy switched at run time; an SM restart writes nothing twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ibsec import addressing, keys, layers
+from ibsec.agent.adapter import Adapter, AgentConfig
+from ibsm import entries
+from ibsm.core import SmOptions, SubnetManager
+from ibsm.events import read_events
+from ibsm.sif import SifOptions
+from ibsm.traps import TrapOptions
+from scapy.layers.inet import UDP
+from scapy.layers.inet6 import IPv6
+from scapy.layers.l2 import Ether
+from scapy.packet import Raw
+
+from .conftest import DATA
+from .inprocess import Fabric, inprocess_fabric
+from .macs import ca_keys, trap_257
+
+FAST = SmOptions(run_dir=Path("."), sif=SifOptions(quiet_period=1.0, poll_interval=0.1),
+                 traps=TrapOptions(suppress_window=0.3))
+
+
+@pytest.fixture
+def fabric(tmp_path: Path) -> Iterator[Fabric]:
+    with inprocess_fabric(DATA / "fattree-2x2.json", tmp_path) as fab:
+        yield fab
+
+
+def _agents(fab: Fabric, store: keys.KeyStore, tmp: Path) -> dict[str, Adapter]:
+    agents = {}
+    for host in fab.topo.hosts:
+        key_file = tmp / f"{host.name}.keys"
+        store.provision_host(host.guid, key_file)
+        mac = bytes.fromhex(addressing.guid_to_mac(host.guid).replace(":", ""))
+        config = AgentConfig(name=host.name, mac=mac, subnet=1, lid=host.lid, key_file=key_file,
+                             sm_gid=fab.topo.sm_gid, trap_window=0.2)
+        agent = Adapter(config, lambda frame, h=host.name: fab.send_from_host(h, frame))
+        fab.attach(host.name, agent.receive)
+        agents[host.name] = agent
+    return agents
+
+
+class Running:
+    def __init__(self, sm: SubnetManager, task: asyncio.Task[None]) -> None:
+        self.sm, self.task = sm, task
+
+    async def stop(self) -> None:
+        self.task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await self.task
+
+
+async def _start(fab: Fabric, store: keys.KeyStore, tmp: Path, **changes: Any) -> Running:
+    options = SmOptions(**{**FAST.__dict__, "run_dir": tmp, **changes})
+    sm = SubnetManager(fab.topo, list(fab.topo.partitions), store, options)
+    task = asyncio.create_task(sm.run())
+    await asyncio.wait_for(sm.ready.wait(), 20)
+    return Running(sm, task)
+
+
+@pytest.fixture
+async def running(fabric: Fabric, tmp_path: Path) -> AsyncIterator[tuple[Running, dict[str, Adapter]]]:
+    store = ca_keys(fabric.topo)
+    agents = _agents(fabric, store, tmp_path)
+    run = await _start(fabric, store, tmp_path)
+    yield run, agents
+    if not run.task.done():
+        await run.stop()
+
+
+async def _until(predicate: Any, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.02)
+
+
+def _events(tmp: Path, kind: str) -> list[dict[str, Any]]:
+    return [e for e in read_events(tmp / "events.jsonl") if e["event"] == kind]
+
+
+def _flood_packet(fab: Fabric, claimed: str, victim: str, pkey: int) -> bytes:
+    """A UD SEND with an invalid P_Key whose source GID is forged as ``claimed``'s."""
+    hosts = {h.name: h for h in fab.topo.hosts}
+    return bytes(Ether(dst=addressing.guid_to_mac(hosts[victim].guid))
+                 / IPv6(src=hosts[claimed].gid, dst=hosts[victim].gid)
+                 / UDP(sport=0xC000, dport=4791)
+                 / layers.BTH(opcode=0x64, pkey=pkey, dqpn=0x10, psn=1)
+                 / layers.DETH(qkey=0x1111, srcqp=2) / Raw(b"x" * 16))
+
+
+async def test_pipeline_pushed_and_entries_readable(running: Any, fabric: Fabric) -> None:
+    run, _ = running
+    s1 = fabric.entries("s1", entries.ROUTES)
+    assert len(s1) == 3  # h1, h2 and the ECMP default up
+    assert len(fabric.entries("s3", entries.PORT_ROLES)) == 2
+    assert len(fabric.entries("s1", entries.SM_PUNT)) == 1
+    status = await run.sm.status()
+    assert status["switches"] == {"s1": "up", "s2": "up", "s3": "up", "s4": "up"}
+
+
+async def test_keys_delivered_to_members_only(running: Any, tmp_path: Path) -> None:
+    run, agents = running
+    await _until(lambda: run.sm.keys.outstanding() == 0)
+    delivered = _events(tmp_path, "key-delivered")
+    assert len(delivered) == len(run.sm.keys.deliveries) and not _events(tmp_path, "key-delivery-failed")
+    assert agents["h1"].keyring.describe()["partitions"] == ["0x0001", "0x7fff"]
+    assert agents["h2"].keyring.describe()["partitions"] == ["0x7fff"]  # not a member of compute
+    assert agents["h3"].keyring.sm_sk == run.sm.keys.sm_sk
+    text = (tmp_path / "events.jsonl").read_text()
+    for key in [run.sm.keys.sm_sk, *run.sm.keys.partition_keys.values()]:
+        assert key.material.hex() not in text
+
+
+async def test_spoofed_flood_traced_filtered_and_flushed(running: Any, fabric: Fabric, tmp_path: Path
+                                                         ) -> None:
+    run, _ = running
+    await _until(lambda: run.sm.keys.outstanding() == 0)
+    flood = _flood_packet(fabric, claimed="h4", victim="h3", pkey=0x1234)
+    fabric.send_from_host("h1", flood)  # h1 attacks h3, pretending to be h4
+    await _until(lambda: fabric.entries("s1", entries.INVALID_PKEYS))
+    (entry,) = fabric.entries("s1", entries.INVALID_PKEYS)
+    assert entry.match[entries.INGRESS_PORT].value == 1  # h1's port on s1, not h4's
+    (tb,) = _events(tmp_path, "traceback")
+    assert (tb["victim"], tb["claimed_host"], tb["traced_host"], tb["traced_switch"], tb["traced_port"]) == \
+        ("h3", "h4", "h1", "s1", 1)
+    assert tb["packets_needed"] == 1 and tb["scheme"] == "port-marking"
+    for _ in range(5):  # the attack goes on: dropped at s1 and counted, no new trap reaches the SM
+        fabric.send_from_host("h1", flood)
+    device = fabric.devices["s1"]
+    assert device.switch is not None
+    assert device.switch.counter_read(entries.PKEY_VIOLATIONS, 1)[1] == 5
+    await _until(lambda: _events(tmp_path, "filter-flushed"), timeout=5)
+    assert not fabric.entries("s1", entries.PARTITION_MODE)
+    assert device.switch.counter_read(entries.PKEY_VIOLATIONS, 1)[1] == 0
+    (flushed,) = _events(tmp_path, "filter-flushed")
+    assert flushed["count"] == 5 and flushed["port"] == 1
+
+
+async def test_forged_trap_installs_nothing(running: Any, fabric: Fabric, tmp_path: Path) -> None:
+    run, _ = running
+    victim = fabric.topo.hosts[2]
+    wrong = keys.Key.generate(keys.KeyType.CA_SK, (victim.guid,))
+    frame = trap_257(fabric.topo, victim, wrong, bad_pkey=0x1234, claimed_gid=fabric.topo.hosts[0].gid,
+                     mf=0x3)
+    fabric.send_from_host(victim.name, frame)
+    await _until(lambda: run.sm.traps.counters["forged"] == 1)
+    await asyncio.sleep(0.2)
+    assert not any(fabric.entries(s, entries.INVALID_PKEYS) for s in ("s1", "s2"))
+    (trap,) = [e for e in _events(tmp_path, "trap") if e["status"] == "forged"]
+    assert "does not verify" in trap["reason"]
+
+
+async def test_policy_switch_at_run_time(running: Any, fabric: Fabric, tmp_path: Path) -> None:
+    run, _ = running
+    await run.sm.set_policy("if")
+    modes = fabric.entries("s1", entries.PARTITION_MODE)
+    assert sorted(e.match[entries.INGRESS_PORT].value for e in modes) == [1, 2]  # host ports only
+    assert not fabric.entries("s3", entries.PARTITION_MODE)
+    await run.sm.set_policy("dt")
+    assert len(fabric.entries("s3", entries.PARTITION_MODE)) == 2
+    assert len(fabric.entries("s3", entries.VALID_PKEYS)) == 2 * 3  # fabric port: every key in use
+    await run.sm.set_policy("sif")
+    assert not fabric.entries("s1", entries.PARTITION_MODE) and not fabric.entries("s1", entries.VALID_PKEYS)
+    assert [e["new"] for e in _events(tmp_path, "policy-changed")] == ["if", "dt", "sif"]
+
+
+async def test_sm_restart_reconciles_without_duplicates(running: Any, fabric: Fabric, tmp_path: Path) -> None:
+    run, agents = running
+    await _until(lambda: run.sm.keys.outstanding() == 0)
+    fabric.send_from_host("h1", _flood_packet(fabric, claimed="h2", victim="h3", pkey=0x4321))
+    await _until(lambda: fabric.entries("s1", entries.INVALID_PKEYS))
+    before = {s: len(fabric.entries(s, entries.ROUTES)) for s in fabric.devices}
+    await run.stop()
+    store = run.sm.traps.source.keystore
+    again = await _start(fabric, store, tmp_path, sif=SifOptions(quiet_period=30.0, poll_interval=0.1),
+                         distribute_keys=False)
+    try:
+        ready = _events(tmp_path, "switch-ready")[-4:]
+        assert all(e["inserted"] == 0 and e["deleted"] == 0 and e["modified"] == 0 for e in ready), ready
+        assert {s: len(fabric.entries(s, entries.ROUTES)) for s in fabric.devices} == before
+        (adopted,) = _events(tmp_path, "filter-adopted")
+        assert (adopted["switch"], adopted["port"], adopted["pkeys"]) == ("s1", 1, ["0x4321"])
+        assert again.sm.sif.watched() == [("s1", 1)]
+        assert len(fabric.entries("s1", entries.INVALID_PKEYS)) == 1
+    finally:
+        await again.stop()
