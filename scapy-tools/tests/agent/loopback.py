@@ -17,8 +17,8 @@ SECURE_PKEY = 0x8001
 class Loopback:
     """Adapters whose frames reach each other through one queue each, pumped by a thread each.
 
-    ``record`` keeps every frame sent (the fuzz corpus); ``mute`` drops everything sent (so a fuzzed
-    adapter's answers go nowhere).
+    ``frames`` keeps every frame sent (the fuzz corpus); ``mute`` delivers nothing (so a fuzzed adapter's
+    answers go nowhere, or a test plays the man in the middle).
     """
 
     def __init__(self, tmp: Path, n: int = 2, **config: object) -> None:
@@ -49,9 +49,9 @@ class Loopback:
 
     def _sender(self, mac: bytes) -> Callable[[bytes], None]:
         def send(frame: bytes) -> None:
+            self.frames.append(frame)
             if self.mute:
                 return
-            self.frames.append(frame)
             for i, adapter in enumerate(self.adapters):
                 if frame[:6] == adapter.config.mac:
                     self._queues[i].put(frame)

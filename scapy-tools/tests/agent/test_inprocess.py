@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from ibsec import addressing, keys, layers, mad_auth, transport
+from ibsec import addressing, icrc, keys, layers, mad_auth, transport
 from ibsec.agent.adapter import Adapter, AgentConfig
-from ibsec.agent.frames import Builder, gid_bytes, parse
+from ibsec.agent.frames import Builder, gid_bytes, mac_of
 from ibsec.agent.qp import Scope, Service, State
 from scapy.layers.l2 import Ether
 
@@ -84,7 +84,7 @@ def test_sm_vendor_mads_set_keys_and_pkeys_only_when_authentic_and_fresh(loop: L
     )
     a.receive(_vendor_frame(layers.VendorAttr.KEY_DISTRIBUTION, body, ca_sk, a.gid, tid=10))
     assert a.keyring.partition_key(new_pkey) == p_sk
-    replies = [Ether(f) for f in loop.frames if parse(f) and parse(f).dst_gid == gid_bytes(SM_GID)]  # type: ignore[union-attr]
+    replies = [Ether(f) for f in loop.frames if f[:6] == mac_of(gid_bytes(SM_GID))]
     reply = replies[-1]
     assert mad_auth.verify_packet(ca_sk.material, reply)[layers.MAD].r == 1
     assert bytes(reply[layers.KeyDistribution].wrapped_key) == bytes(
@@ -124,6 +124,35 @@ def test_a_key_is_retired_after_the_hard_limit_of_mac_failures(loop: Loopback) -
     trap = next(Ether(f) for f in loop.frames if f[:6] != a.config.mac and f[:6] != b.config.mac)
     notice = mad_auth.verify_packet(loop.ca_keys[1].material, trap)[layers.Notice]
     assert notice.data_details.qp == remote.qpn and notice.data_details.mac_failures == 4
+
+
+@pytest.mark.parametrize("mode", range(5))
+def test_modified_frames_fail_the_mac_where_the_mode_covers_the_change(loop: Loopback, mode: int) -> None:
+    """A man in the middle holds a WRITE back and forwards a modified copy (ICRC fixed). Headers are
+    covered in modes 1-4, the payload in modes 1-3 (mode 4 authenticates headers only, as sRDMA's
+    header authentication), nothing in mode 0."""
+    a, b = loop.adapters
+    region = b.memory.register(64)
+    qp = a.cm.connect(b.gid, Service.RC, SECURE_PKEY, mode, Scope.SESSION, 2.0)
+    loop.mute = True  # the man in the middle: nothing a sends arrives unless the test delivers it
+    a.post_write(qp.qpn, region.addr, region.r_key, b"original")
+    frame = loop.frames[-1]
+    loop.mute = False
+    header_flip = bytearray(frame)
+    header_flip[62 + 12 + 7] ^= 0x01  # the RETH's virtual address, still inside the region
+    payload_flip = bytearray(frame)
+    payload_flip[-6] ^= 0x01 if mode != 1 else 0x00
+    payload_flip[-10] ^= 0x01  # a payload byte (mode 1: the tag sits where the ICRC is)
+    failures = b.counters.snapshot()["drops"]["mac_failure"]
+    for modified in (header_flip, payload_flip):
+        b.receive(icrc.with_icrc(bytes(modified)) if mode != 1 else bytes(modified))
+    mac_failures = b.counters.snapshot()["drops"]["mac_failure"] - failures
+    assert mac_failures == {0: 0, 1: 2, 2: 2, 3: 2, 4: 1}[mode]
+    if mode == 0:
+        assert region.read(region.addr + 1, 8) == b"original"  # the modified address was believed
+    b.receive(frame)  # the original still arrives: accepted unless a modified copy already took its PSN
+    landed = {0: bytes(1) + b"origina", 4: b"orhgin`l"}.get(mode, b"original")
+    assert region.read(region.addr, 8) == landed
 
 
 def _corpus(loop: Loopback) -> list[bytes]:
