@@ -29,6 +29,12 @@ PACKET_ADD_MEMBERSHIP = 1
 PACKET_MR_PROMISC = 1
 PACKET_IGNORE_OUTGOING = 23
 PACKET_QDISC_BYPASS = 20
+PACKET_AUXDATA = 8
+AUXDATA = struct.Struct("IIIHHHH")
+"""struct tpacket_auxdata: status, len, snaplen, mac, net, vlan_tci, vlan_tpid"""
+ANCILLARY_SIZE = socket.CMSG_SPACE(AUXDATA.size)
+TP_STATUS_VLAN_VALID, TP_STATUS_VLAN_TPID_VALID = 0x10, 0x40
+ETH_P_8021Q = 0x8100
 PACKET_OUTGOING = 4
 SO_SNDBUFFORCE, SO_RCVBUFFORCE = 32, 33
 SOCKET_BUFFER = 32 << 20
@@ -78,6 +84,24 @@ class Port:
         return ", ".join(f"{k} {v}" for k, v in counts.items())
 
 
+def with_vlan_tag(frame: bytes, ancillary: list[tuple[int, int, bytes]]) -> bytes:
+    """The frame as it was on the wire: the kernel strips an 802.1Q tag on receive and hands it over in
+    the PACKET_AUXDATA message; put it back after the MAC addresses (as libpcap does for BMv2)."""
+    for level, kind, data in ancillary:
+        if level == SOL_PACKET and kind == PACKET_AUXDATA and len(data) >= AUXDATA.size:
+            status, _, _, _, _, tci, tpid = AUXDATA.unpack_from(data)
+            if status & TP_STATUS_VLAN_VALID:
+                tpid = tpid if status & TP_STATUS_VLAN_TPID_VALID else ETH_P_8021Q
+                return frame[:12] + struct.pack("!HH", tpid, tci) + frame[12:]
+    return frame
+
+
+def receive_frame(sock: socket.socket) -> tuple[bytes, int]:
+    """One frame (VLAN tag restored) and its packet type from a socket with PACKET_AUXDATA on."""
+    data, ancillary, _, address = sock.recvmsg(MAX_FRAME, ANCILLARY_SIZE)
+    return with_vlan_tag(data, ancillary), address[2]
+
+
 def parse_interface(spec: str) -> tuple[int, str]:
     """``PORT@IFACE`` (BMv2's -i syntax) as (port number, interface name)."""
     number, sep, iface = spec.partition("@")
@@ -107,6 +131,7 @@ def open_port(number: int, iface: str, pcap_dir: str | None = None) -> Port:
         set_buffer(sock, SO_SNDBUFFORCE, socket.SO_SNDBUF, SOCKET_BUFFER)
         with contextlib.suppress(OSError):  # transmit straight to the driver (veths have no queue to use)
             sock.setsockopt(SOL_PACKET, PACKET_QDISC_BYPASS, 1)
+        sock.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
         try:
             sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
             filter_outgoing = False
@@ -166,24 +191,22 @@ class Dataplane:
 
     def _drain(self, port: Port, buf: bytearray, view: memoryview) -> None:
         """Receive and process up to BURST frames of one port: the per-frame path is kept to one
-        recv_into into the preallocated buffer, one copy to bytes and the pipeline call."""
-        sock, process, number = port.sock, self.device.process, port.number
-        recv_into, recvfrom_into, filter_outgoing = sock.recv_into, sock.recvfrom_into, port.filter_outgoing
+        recvmsg_into into the preallocated buffer, one copy to bytes and the pipeline call."""
+        process, number, filter_outgoing = self.device.process, port.number, port.filter_outgoing
+        recvmsg_into, buffers = port.sock.recvmsg_into, [view]
         count = total = 0
         try:
             for _ in range(BURST):
-                if filter_outgoing:
-                    size, addr = recvfrom_into(buf)
-                    if addr[2] == PACKET_OUTGOING:
-                        continue
-                else:
-                    size = recv_into(buf)
+                size, ancillary, _, address = recvmsg_into(buffers, ANCILLARY_SIZE)
+                if filter_outgoing and address[2] == PACKET_OUTGOING:
+                    continue
+                frame = with_vlan_tag(bytes(view[:size]), ancillary)
                 count += 1
-                total += size
+                total += len(frame)
                 if port.pcap_in:
-                    port.pcap_in.write(view[:size])
+                    port.pcap_in.write(frame)
                 try:
-                    process(number, bytes(view[:size]))
+                    process(number, frame)
                 except Exception:  # noqa: BLE001 - one bad frame must not stop the switch
                     port.errors["process_errors"] += 1
                     self.log.exception("pipeline failed on a frame from port %d", number)

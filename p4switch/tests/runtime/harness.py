@@ -23,6 +23,7 @@ import grpc
 from finsy.proto import U128, p4i, p4r, p4r_grpc, rpc_status
 from google.protobuf import text_format
 
+from p4switch import dataplane
 from p4switch.engine import api as engine
 from p4switch.runtime import codec
 from p4switch.runtime.device import Device
@@ -395,7 +396,8 @@ class RawPort:
     def __init__(self, iface: str) -> None:
         self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
         self.sock.bind((iface, 0))
-        self.sock.setsockopt(263, 23, 1)  # PACKET_IGNORE_OUTGOING: do not capture what we send
+        self.sock.setsockopt(dataplane.SOL_PACKET, dataplane.PACKET_IGNORE_OUTGOING, 1)  # not what we send
+        self.sock.setsockopt(dataplane.SOL_PACKET, dataplane.PACKET_AUXDATA, 1)  # VLAN tags back in place
 
     def send(self, frame: bytes) -> None:
         self.sock.send(frame)
@@ -407,7 +409,7 @@ class RawPort:
             ready, _, _ = select.select([self.sock], [], [], left)
             if not ready:
                 return None
-            frame = self.sock.recv(65536)
+            frame, _ = dataplane.receive_frame(self.sock)
             if match is None or frame.startswith(match):
                 return frame
         return None

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from finsy.proto import p4d, p4i, p4r
 
 from p4switch import stf
+from p4switch.dataplane import receive_frame
 from p4switch.engine import api as engine
 from p4switch.runtime import codec
 from p4switch.runtime.p4info import P4InfoIndex
@@ -176,7 +177,7 @@ class StfRun:
             if not ready:
                 break
             for sock in ready:
-                self.received.setdefault(socks[sock], []).append(sock.recv(65536))
+                self.received.setdefault(socks[sock], []).append(receive_frame(sock)[0])
         if self.cpu_port is not None:
             self.received.setdefault(self.cpu_port, []).extend(self.packet_ins(wait=0.1))
         self.in_flight = False

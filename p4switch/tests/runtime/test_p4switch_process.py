@@ -58,6 +58,9 @@ def test_forwards_between_veths_traces_and_stops_cleanly_on_sigterm(
         assert hosts[1].receive(match=HOST_B) == frame_to(HOST_B, b"to b")
         hosts[1].send(frame_to(HOST_A, b"to a"))
         assert hosts[0].receive(match=HOST_A) == frame_to(HOST_A, b"to a")
+        tagged = HOST_B + HOST_A + bytes.fromhex("81000064") + b"\x88\xb5vlan 100"
+        hosts[0].send(tagged)  # the kernel strips 802.1Q tags on receive: the switch must put them back
+        assert hosts[1].receive(match=HOST_B) == tagged
         hosts[0].send(frame_to(bytes.fromhex("02000000ffff")))  # no entry: dropped by the default action
         assert hosts[1].receive(timeout=0.3, match=bytes.fromhex("02000000ffff")) is None
         assert hosts[0].receive(timeout=0.3, match=HOST_B) is None  # never echoed back to its sender
