@@ -41,6 +41,12 @@ _COUNTER_UNIT = {
     "both": p4i.CounterSpec.BOTH,
 }
 _METER_UNIT = {"packets": p4i.MeterSpec.PACKETS, "bytes": p4i.MeterSpec.BYTES}
+_COUNTER_OR_METER: dict[str, tuple[str, dict[str, Any]]] = {
+    "counter": ("counters", _COUNTER_UNIT),
+    "direct_counter": ("direct_counters", _COUNTER_UNIT),
+    "meter": ("meters", _METER_UNIT),
+    "direct_meter": ("direct_meters", _METER_UNIT),
+}
 _SCOPE = {
     "all": p4i.ActionRef.TABLE_AND_DEFAULT,
     "table_only": p4i.ActionRef.TABLE_ONLY,
@@ -229,19 +235,12 @@ def _extern(
         msg.size = e["size"]
         if msg.with_selector and elab.extern_annos.get(e["name"], {}).get("max_group_size"):
             msg.max_group_size = e["max_group_size"]  # p4c writes it only when annotated
-    elif kind in ("counter", "direct_counter"):
-        msg = info.counters.add() if kind == "counter" else info.direct_counters.add()
+    elif kind in _COUNTER_OR_METER:
+        field, units = _COUNTER_OR_METER[kind]
+        msg = getattr(info, field).add()
         preamble(msg, prefix, e["name"])
-        msg.spec.unit = _COUNTER_UNIT[e["unit"]]
-        if kind == "counter":
-            msg.size = e["size"]
-        elif e["table"]:
-            msg.direct_table_id = ids[(TABLE, e["table"])]
-    elif kind in ("meter", "direct_meter"):
-        msg = info.meters.add() if kind == "meter" else info.direct_meters.add()
-        preamble(msg, prefix, e["name"])
-        msg.spec.unit = _METER_UNIT[e["unit"]]
-        if kind == "meter":
+        msg.spec.unit = units[e["unit"]]
+        if not kind.startswith("direct_"):
             msg.size = e["size"]
         elif e["table"]:
             msg.direct_table_id = ids[(TABLE, e["table"])]
