@@ -27,6 +27,8 @@ from p4switch.runtime.errors import P4RuntimeError, already_exists, invalid, not
 from p4switch.runtime.p4info import Array, P4InfoIndex, Table
 
 API_VERSION = "1.4.1"
+MAX_MESSAGE = 256 << 20
+"""Largest request/response: big programs and batches fit (gRPC's default is 4 MiB)."""
 T = TypeVar("T")
 Update = p4r.Update
 
@@ -775,7 +777,9 @@ def _abort_with_details(context: grpc.ServicerContext, message: str,
 
 def serve(service: P4RuntimeService, address: str, max_workers: int = 32) -> tuple[grpc.Server, int]:
     """Start a gRPC server for ``service`` on ``address``; returns it and the bound TCP port."""
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="p4rt"))
+    limits = [("grpc.max_receive_message_length", MAX_MESSAGE), ("grpc.max_send_message_length", MAX_MESSAGE)]
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="p4rt"),
+                         options=limits)
     p4r_grpc.add_P4RuntimeServicer_to_server(service, server)
     port = server.add_insecure_port(address)
     server.start()
