@@ -86,9 +86,8 @@ def main(argv: list[str] | None = None) -> int:
         print("ibsec-fabric: needs root (network namespaces, veths, raw sockets)", file=sys.stderr)
         return 2
     if args.fabric == "clean":
-        removed = network.clean_leftovers()
-        print(f"ibsec-fabric: removed {len(removed)} leftover interfaces" + (f": {' '.join(removed)}"
-                                                                          if removed else ""))
+        removed = run.clean_leftovers()
+        print(f"ibsec-fabric: removed {len(removed)} leftovers", *removed)
         return 0
     stop_on_sigterm()
     try:

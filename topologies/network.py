@@ -7,8 +7,8 @@ in the run directory, and counts as started only once its P4Runtime port answers
 controller and no Open vSwitch.
 
 Every interface this module creates is named ``ibf<pid><switch index>p<port>``: unique per launcher, so two
-runs never collide, and recognisable, so :func:`clean_leftovers` can remove what a killed run left behind
-by name (never by killing processes by name). Processes are stopped by pid only.
+runs never collide, and recognisable, so what a killed launcher left behind can be removed by name
+(``ibsec-fabric clean``). Processes are stopped by pid only, never by name.
 """
 
 from __future__ import annotations
@@ -343,25 +343,3 @@ def delete_links(prefix: str) -> list[str]:
         if subprocess.run(["ip", "link", "del", name], capture_output=True).returncode == 0:
             deleted.append(name)
     return deleted
-
-
-def clean_leftovers() -> list[str]:
-    """Interfaces of launchers that no longer run (``ibf<pid>...`` whose pid is gone): what a killed run
-    left behind. Live runs are untouched."""
-    removed = []
-    for name in list(our_links()):
-        digits = name[len(IFACE_PREFIX):].split("s", 1)[0]
-        if digits.isdigit() and not _launcher_alive(int(digits)):
-            removed += delete_links(f"{IFACE_PREFIX}{digits}s")
-    return removed
-
-
-def _launcher_alive(pid_mod: int) -> bool:
-    """Is a process whose pid ends in ``pid_mod`` (mod 100000) running an ibsec-fabric launcher?"""
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and int(entry.name) % 100000 == pid_mod:
-            with contextlib.suppress(OSError):
-                cmdline = (entry / "cmdline").read_bytes()
-                if b"topologies" in cmdline or b"ibsec-fabric" in cmdline or b"pytest" in cmdline:
-                    return True
-    return False

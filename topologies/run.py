@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -35,6 +37,7 @@ from .network import FabricError, FabricNet
 
 RUNS = network.REPO / "runs"
 POLICIES = ("none", "dt", "if", "sif")
+PROCESSES_FILE = "processes.json"
 SM_READY_TIMEOUT = 120.0
 AGENT_READY_TIMEOUT = 60.0
 
@@ -110,7 +113,7 @@ class FabricRun:
         self.options = options
         self.fabric = options.build_fabric()
         self.target = network.target(options.target)
-        self.run_dir = options.run_dir or new_run_dir(self.fabric.name)
+        self.run_dir = (options.run_dir or new_run_dir(self.fabric.name)).resolve()
         for sub in ("logs", "pcaps"):
             (self.run_dir / sub).mkdir(parents=True, exist_ok=True)
         (self.run_dir / "keys").mkdir(mode=0o700, exist_ok=True)
@@ -155,6 +158,7 @@ class FabricRun:
         program = network.build_program(self.target)
         links = network.LinkOptions(self.options.bandwidth_mbit, self.options.delay)
         self.net = FabricNet(self.fabric, self.target, self.run_dir, links, self.options.verbose)
+        self._record()
         doc = topofile.topology_document(self.fabric, self.net.addresses, self.partitions,
                                          self.options.routing)
         topofile.write_json(self.topology_file, doc)
@@ -164,6 +168,7 @@ class FabricRun:
             self._start_sm(program)
         for name in self.options.agents if self.options.agents is not None else self.hosts:
             self._start_agent(self.hosts[name])
+        self._record()
         self._wait_agents()
 
     def stop(self) -> None:
@@ -179,6 +184,18 @@ class FabricRun:
                 path.unlink(missing_ok=True)
             for agent in self.agents.values():
                 agent.control.unlink(missing_ok=True)
+            (self.run_dir / PROCESSES_FILE).unlink(missing_ok=True)
+
+    def processes(self) -> list[subprocess.Popen[bytes]]:
+        """Every process this run started directly (the network's own are in ``net.pids()``)."""
+        return [*self.tools, *(a.process for a in self.agents.values()), *([self.sm] if self.sm else [])]
+
+    def _record(self) -> None:
+        """processes.json: what ``ibsec-fabric clean`` needs if this launcher is killed before teardown."""
+        pids = [p.pid for p in self.processes()] + (self.net.pids() if self.net else [])
+        doc = {"launcher": os.getpid(), "iface_prefix": f"{self.net.tag}s" if self.net else None,
+               "pids": sorted(set(pids))}
+        topofile.write_json(self.run_dir / PROCESSES_FILE, doc)
 
     def _provision_keys(self) -> None:
         """CA_SK per host, in the SM's key database and in each host's own 0600 file (DESIGN section 5)."""
@@ -249,6 +266,7 @@ class FabricRun:
             proc = self.net.host(host).popen(argv, stdout=out, stderr=subprocess.STDOUT,
                                              stdin=subprocess.DEVNULL)
         self.tools.append(proc)
+        self._record()
         return proc
 
     def run_tool(self, host: str, argv: list[str], timeout: float = 120.0) -> list[dict[str, Any]]:
@@ -257,6 +275,7 @@ class FabricRun:
         proc = self.net.host(host).popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                          stdin=subprocess.DEVNULL)
         self.tools.append(proc)
+        self._record()
         out, err = proc.communicate(timeout=timeout)
         if proc.returncode:
             raise FabricError(f"{' '.join(argv[:4])} on {host} failed ({proc.returncode}): "
@@ -294,3 +313,42 @@ class FabricRun:
             lines.append(f"  {host.name:8s} GID {self.gid(host.name)}  on {host.switch} port {host.port}  "
                          f"partition {parts}")
         return "\n".join(lines)
+
+
+def clean_leftovers(root: Path = RUNS) -> list[str]:
+    """What killed launchers left behind, found through their runs' processes.json: processes stopped by
+    the recorded pid (only if its command line names that run, so a recycled pid is never touched),
+    interfaces deleted by the run's name prefix. Live runs are left alone."""
+    removed: list[str] = []
+    for record in sorted(root.glob(f"*/{PROCESSES_FILE}")):
+        doc = json.loads(record.read_text())
+        if _alive(int(doc["launcher"])):
+            continue
+        for pid in doc["pids"]:
+            if _alive(pid) and _from_run(pid, record.parent.resolve()):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                    removed.append(f"pid {pid}")
+        if doc.get("iface_prefix"):
+            removed += network.delete_links(doc["iface_prefix"])
+        keys_dir = record.parent / "keys"
+        for path in keys_dir.glob("*") if keys_dir.is_dir() else ():
+            path.unlink(missing_ok=True)
+        record.unlink()
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def _from_run(pid: int, run_dir: Path) -> bool:
+    """Does process ``pid`` belong to ``run_dir`` (its command line names it), so not a recycled pid?"""
+    try:
+        return str(run_dir).encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False

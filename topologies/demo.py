@@ -1,0 +1,252 @@
+"""``make demo``: the main job, end to end, on the default fat tree and the default target.
+
+1. build the P4 program and start the fabric: switches, the SM (policy SIF), one agent per host;
+2. encrypted RC traffic (the partition's security mode) between two members of one partition;
+3. a spoofed invalid-P_Key flood from a host of the other partition at the first one's victim;
+4. the victim's agent traps, the SM traces the trap's marking field to the true attacker's port and
+   installs a SIF filter there; the flood stops; after the quiet period the SM flushes the filter;
+5. teardown, then the account: what happened, from the events file, the agents' counters and the
+   switches' pcaps; the traceback picture in the run directory; one JSON line last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+from scapy.utils import RawPcapReader
+
+from . import picture, run, topofile
+from .network import FabricError
+
+ROCE_PORT = 4791
+BAD_PKEY = 0x7BAD
+UDP_DPORT = slice(56, 58)  # Ethernet 14 + IPv6 40 + UDP destination port
+BTH_PKEY = slice(64, 66)  # BTH starts at 62; P_Key is its bytes 2-3
+
+
+@dataclass(frozen=True)
+class Roles:
+    victim: str
+    peer: str  # a member of the victim's partition: the legitimate traffic
+    attacker: str
+    claimed: str  # the source GID the flood pretends to come from
+
+
+def pick_roles(fabric_run: run.FabricRun) -> Roles:
+    """Victim: the first host. Peer: the member of its partition farthest from it. Attacker: the host of
+    another partition farthest from the victim (the longest path to trace). Claimed: an innocent host."""
+    graph = fabric_run.fabric.graph
+    hosts = list(fabric_run.hosts)
+    victim = hosts[0]
+    part = next(p for p in fabric_run.partitions if victim in p.members)
+    distance = nx.single_source_shortest_path_length(graph, victim)
+    peer = max((h for h in part.members if h != victim), key=lambda h: (distance[h], h))
+    outsiders = [h for h in hosts if h not in part.members]
+    attacker = max(outsiders, key=lambda h: (distance[h], h))
+    claimed = next(h for h in outsiders if h != attacker)
+    return Roles(victim, peer, attacker, claimed)
+
+
+class Narrator:
+    """Progress lines with the elapsed time, so a user sees what the demo is waiting for."""
+
+    def __init__(self) -> None:
+        self.start = time.monotonic()
+
+    def say(self, text: str) -> None:
+        print(f"[{time.monotonic() - self.start:6.1f} s] {text}", flush=True)
+
+
+def wait_for_keys(fabric_run: run.FabricRun, hosts: list[str], timeout: float = 60.0) -> None:
+    """Until each of ``hosts`` holds the key of every partition it belongs to (sent by the SM)."""
+    deadline = time.monotonic() + timeout
+    for host in hosts:
+        wanted = {p.full_pkey for p in fabric_run.partitions if host in p.members}
+        while True:
+            info = fabric_run.agents[host].call("info")
+            held = {int(str(k), 0) for k in info["keys"]["partitions"]}
+            if wanted <= {0x8000 | k for k in held} | held:
+                break
+            if time.monotonic() > deadline:
+                raise FabricError(f"{host} has no key for partitions {sorted(map(hex, wanted - held))}")
+            time.sleep(0.2)
+
+
+def connect_legit(fabric_run: run.FabricRun, roles: Roles) -> int:
+    """An RC connection peer -> victim in their partition's mode; the victim echoes. Returns the QPN."""
+    part = next(p for p in fabric_run.partitions if roles.victim in p.members)
+    peer, victim = fabric_run.agents[roles.peer], fabric_run.agents[roles.victim]
+    qp = peer.call("connect", remote_gid=victim.gid, service="RC", pkey=part.full_pkey,
+                   mode=topofile.SECURITY_MODES.index(part.security), scope="session")
+    victim.call("serve", qpn=qp["remote_qpn"])
+    return int(qp["qpn"])
+
+
+class LegitTraffic(threading.Thread):
+    """send_lat from the peer for a bounded time, in the background while the attack runs."""
+
+    def __init__(self, agent: run.Agent, qpn: int, seconds: float) -> None:
+        super().__init__(daemon=True)
+        self.agent, self.qpn, self.seconds = agent, qpn, seconds
+        self.result: dict[str, Any] = {}
+
+    def run(self) -> None:
+        self.result = self.agent.call("perf", timeout=self.seconds + 30, test="send_lat", qpn=self.qpn,
+                                      size=64, iterations=1_000_000, duration=self.seconds)
+
+
+def flood_argv(fabric_run: run.FabricRun, roles: Roles, rate: int, seconds: float) -> list[str]:
+    assert fabric_run.net is not None
+    return [sys.executable, "-m", "ibsec.attacks.pkey_flood",
+            "--iface", fabric_run.net.host_iface(roles.attacker), "--dst-gid", fabric_run.gid(roles.victim),
+            "--src-gid", fabric_run.gid(roles.claimed),
+            "--pkey", hex(BAD_PKEY), "--rate", str(rate), "--duration", str(seconds),
+            "--count", str(int(rate * seconds))]
+
+
+def attack_times(pcap: Path) -> list[float]:
+    """Capture times of the flood's frames (RoCEv2 with the bad P_Key) in one pcap."""
+    times: list[float] = []
+    if not pcap.exists():
+        return times
+    for frame, meta in RawPcapReader(str(pcap)):
+        if len(frame) >= BTH_PKEY.stop and int.from_bytes(frame[UDP_DPORT], "big") == ROCE_PORT \
+                and int.from_bytes(frame[BTH_PKEY], "big") == BAD_PKEY:
+            times.append(meta.sec + meta.usec / 1e6)
+    return times
+
+
+def run_demo(options: run.RunOptions, rate: int, seconds: float, say: Narrator) -> dict[str, Any]:
+    with run.FabricRun(options) as fabric_run:
+        say.say(f"fabric up: {fabric_run.fabric.name} on {fabric_run.target.name}, run directory "
+                f"{fabric_run.run_dir}")
+        roles = pick_roles(fabric_run)
+        wait_for_keys(fabric_run, [roles.victim, roles.peer])
+        qpn = connect_legit(fabric_run, roles)
+        say.say(f"{roles.peer} -> {roles.victim}: RC connection in mode "
+                f"{fabric_run.partitions[0].security}, legitimate ping-pong running")
+        legit = LegitTraffic(fabric_run.agents[roles.peer], qpn, seconds + 2)
+        legit.start()
+        time.sleep(1.0)
+        say.say(f"{roles.attacker} floods {roles.victim} with P_Key {BAD_PKEY:#06x} at {rate}/s for "
+                f"{seconds:.0f} s, claiming to be {roles.claimed} ({fabric_run.gid(roles.claimed)})")
+        flood = fabric_run.spawn(roles.attacker, flood_argv(fabric_run, roles, rate, seconds),
+                                 f"attack-{roles.attacker}.log")
+        trace = fabric_run.wait_event(lambda e: e.get("event") == "traceback", 60, "the traceback")
+        claimed = trace.get("claimed_host") or trace.get("claimed_source")
+        say.say(f"SM traced the trap to {trace['traced_host']} at {trace['traced_switch']} port "
+                f"{trace['traced_port']} (the packets claimed {claimed})")
+        installed = fabric_run.wait_event(lambda e: e.get("event") == "filter-installed", 30, "the filter")
+        say.say(f"SIF filter installed on {installed['switch']} port {installed['port']} "
+                f"({installed['mode']})")
+        flood.wait(timeout=seconds + 60)
+        say.say("flood over; waiting for the SM to flush the filter")
+        flushed = fabric_run.wait_event(lambda e: e.get("event") == "filter-flushed",
+                                        options.quiet_period + 30, "the filter flush")
+        say.say(f"filter flushed from {flushed['switch']} port {flushed['port']}")
+        legit.join(timeout=seconds + 40)
+        victim_counters = fabric_run.agents[roles.victim].counters()
+        fabric = fabric_run.fabric
+        run_dir = fabric_run.run_dir
+        target = fabric_run.target.name
+    say.say("fabric torn down; reading the pcaps")
+    return summarize(fabric, run_dir, target, roles, trace, installed, flushed, legit.result, victim_counters)
+
+
+def summarize(fabric: Any, run_dir: Path, target: str, roles: Roles, trace: dict[str, Any],
+              installed: dict[str, Any], flushed: dict[str, Any], legit: dict[str, Any],
+              victim_counters: dict[str, Any]) -> dict[str, Any]:
+    hosts = {h.name: h for h in fabric.hosts()}
+    attacker, victim = hosts[roles.attacker], hosts[roles.victim]
+    sent = attack_times(run_dir / "pcaps" / f"{attacker.switch}-{attacker.port}_in.pcap")
+    reached = attack_times(run_dir / "pcaps" / f"{victim.switch}-{victim.port}_out.pcap")
+    filter_at = float(installed["wall"])
+    after = [t for t in reached if t > filter_at]
+    done = legit.get("iterations", 0)
+    lost = legit.get("lost", 0)
+    path = [roles.attacker, *nx.shortest_path(fabric.graph, attacker.switch, victim.switch), roles.victim]
+    view = picture.TracebackView(roles.attacker, roles.claimed, roles.victim, trace.get("traced_switch"),
+                                 trace.get("traced_port"), path)
+    png = picture.draw(fabric, view, run_dir / "traceback.png",
+                       f"{fabric.name}: flood from {roles.attacker} claiming {roles.claimed}, traced to "
+                       f"{trace.get('traced_switch')} port {trace.get('traced_port')} from one packet")
+    summary = {
+        "topology": fabric.name,
+        "target": target,
+        "attacker": roles.attacker,
+        "claimed_source": roles.claimed,
+        "victim": roles.victim,
+        "traced_host": trace.get("traced_host"),
+        "traced_switch": trace.get("traced_switch"),
+        "traced_port": trace.get("traced_port"),
+        "packets_to_trace": trace.get("packets_needed", 1),
+        "first_attack_to_filter_ms": round((filter_at - sent[0]) * 1000, 1) if sent else None,
+        "attack_packets_sent": len(sent),
+        "attack_packets_reaching_victim": len(reached),
+        "attack_packets_reaching_victim_after_filter": len(after),
+        "victim_bad_pkey_drops": victim_counters.get("drops", {}).get("bad_pkey"),
+        "legit_delivery_ratio": round(done / (done + lost), 4) if done + lost else None,
+        "legit_median_latency_us": round(legit.get("median_us", 0.0), 1),
+        "filter_flushed": flushed.get("switch") == trace.get("traced_switch")
+        and flushed.get("port") == trace.get("traced_port"),
+        "filter_active_s": flushed.get("active_s"),
+        "run_dir": str(run_dir),
+        "picture": str(png),
+    }
+    (run_dir / "demo-summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+def account(s: dict[str, Any]) -> str:
+    """The readable account printed before the JSON line."""
+    right = "the true attacker" if s["traced_host"] == s["attacker"] else "NOT the attacker"
+    return "\n".join([
+        "",
+        f"== what happened on {s['topology']} ({s['target']})",
+        f"   {s['attacker']} sent {s['attack_packets_sent']} invalid-P_Key packets to {s['victim']}, "
+        f"every one claiming to come from {s['claimed_source']}.",
+        f"   The SM traced {s['packets_to_trace']} packet's marking field to {s['traced_host']} on "
+        f"{s['traced_switch']} port {s['traced_port']}: {right}.",
+        f"   The filter went up {s['first_attack_to_filter_ms']} ms after the first attack packet; "
+        f"{s['attack_packets_reaching_victim']} attack packets reached {s['victim']}, "
+        f"{s['attack_packets_reaching_victim_after_filter']} of them after the filter.",
+        f"   Legitimate encrypted traffic kept flowing: delivery ratio {s['legit_delivery_ratio']}, median "
+        f"one-way latency {s['legit_median_latency_us']} us.",
+        f"   After the flood the filter was {'flushed' if s['filter_flushed'] else 'NOT flushed'} "
+        f"(active {s['filter_active_s']} s): the port is back to no lookups.",
+        f"   Picture: {s['picture']}; events: {s['run_dir']}/events.jsonl; pcaps: {s['run_dir']}/pcaps/",
+        "",
+    ])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m topologies.demo", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--target", default=os.environ.get("TARGET", "p4switch"))
+    parser.add_argument("--rate", type=int, default=1500, help="attack frames per second")
+    parser.add_argument("--seconds", type=float, default=5.0, help="attack duration")
+    parser.add_argument("--quiet-period", type=float, default=3.0, help="SIF flush after this long quiet")
+    args = parser.parse_args(argv)
+    say = Narrator()
+    options = run.RunOptions(target=args.target, policy="sif", security="sth-aead", partitions=2,
+                             quiet_period=args.quiet_period)
+    try:
+        summary = run_demo(options, args.rate, args.seconds, say)
+    except (FabricError, TimeoutError) as err:
+        print(f"demo failed: {err}", file=sys.stderr)
+        return 1
+    print(account(summary))
+    print(json.dumps(summary), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
