@@ -154,33 +154,36 @@ class Codegen:
             o.dedent()
             o.dedent()
         for name, st in self.structs.items():
-            cls = f"S_{ident(name)}"
-            members = [(attr(f["name"]), f["type"]) for f in st["fields"]]
-            o.line(f"class {cls}:")
-            o.indent()
-            o.line(f"__slots__ = {tuple(m for m, _ in members)!r}")
+            self.gen_record(f"S_{ident(name)}", [(attr(f["name"]), f["type"]) for f in st["fields"]], True)
+
+    def gen_record(self, cls: str, members: list[tuple[str, Json]], methods: bool) -> None:
+        """A struct (or a block's locals): scalar members default to class attributes, so creating one
+        per packet only builds its header/struct members; copy() and set_() copy nested members deeply."""
+        o = self.out
+        nested = [(m, t) for m, t in members if t["k"] in ("header", "struct", "stack")]
+        o.line(f"class {cls}:")
+        o.indent()
+        for m, t in members:
+            if (m, t) not in nested:
+                o.line(f"{m} = {self.init_value(t)}")
+        if nested:
             o.line("def __init__(self):")
-            o.indent()
-            for m, t in members:
-                o.line(f"self.{m} = {self.init_value(t)}")
-            if not members:
-                o.line("pass")
-            o.dedent()
+            for m, t in nested:
+                o.line(f"    self.{m} = {self.init_value(t)}")
+        if methods:
             o.line("def copy(self):")
-            o.indent()
-            o.line(f"n = _new({cls})")
-            for m, t in members:
-                o.line(f"n.{m} = {self.copy_value(t, 'self.' + m)}")
-            o.line("return n")
-            o.dedent()
+            o.line(f"    n = _new({cls}); n.__dict__.update(self.__dict__)")
+            for m, t in nested:
+                o.line(f"    n.{m} = {self.copy_value(t, 'self.' + m)}")
+            o.line("    return n")
             o.line("def set_(self, other):")
-            o.indent()
-            for m, t in members:
-                o.line(self.assign_value(t, "self." + m, "other." + m))
-            if not members:
-                o.line("pass")
-            o.dedent()
-            o.dedent()
+            o.line("    if other is self: return")
+            o.line("    d = self.__dict__; d.clear(); d.update(other.__dict__)")
+            for m, t in nested:
+                o.line(f"    self.{m} = {self.copy_value(t, 'other.' + m)}")
+        if not members and not methods:
+            o.line("pass")
+        o.dedent()
 
     def pack_expr(self, h: Json, prefix: str) -> str:
         parts = []
@@ -682,16 +685,7 @@ class Codegen:
 
     def gen_locals_class(self, blk: Json) -> str:
         cls = f"Loc_{ident(blk['name'])}"
-        o = self.out
-        o.line(f"class {cls}:")
-        o.indent()
-        o.line(f"__slots__ = {tuple(attr(v['name']) for v in blk['locals'])!r}")
-        o.line("def __init__(self):")
-        o.indent()
-        for v in blk["locals"]:
-            o.line(f"self.{attr(v['name'])} = {self.init_value(v['type'])}")
-        o.dedent()
-        o.dedent()
+        self.gen_record(cls, [(attr(v["name"]), v["type"]) for v in blk["locals"]], False)
         return cls
 
     def gen_parser(self, p: Json) -> None:
