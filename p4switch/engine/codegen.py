@@ -1,18 +1,18 @@
 """IR (docs/p4switch-ir.md) -> Python source: one class per header/struct type, one function per parser,
 control, table apply and action. The source is compiled once at load time; per packet the engine only
-runs straight-line code on ints and ``__slots__`` objects.
+runs straight-line code on ints and small objects.
 
 Conventions of the generated code:
-- header objects have ``valid__`` plus one attribute per field, defaulting to class attributes (invalid,
-  zero) so a packet's headers cost one bare object each (measured faster than ``__slots__`` with an
-  ``__init__``); struct objects use ``__slots__``; both have ``copy()`` and ``set_(other)`` (in-place
-  assignment with P4 value semantics);
+- header objects have ``valid__`` plus one attribute per field, structs one per member; scalar members
+  default to class attributes (invalid, zero), so a packet's headers and metadata cost one bare object each
+  and only written fields take instance storage (measured faster than ``__slots__`` with an
+  ``__init__``); both have ``copy()`` and ``set_(other)`` (assignment with P4 value semantics);
 - parser/control functions take their parameters in declaration order (the packet parameter is the
   engine's ``PacketCtx``); control locals live on a per-invocation ``L`` object so the control's actions
   can reach them; action functions take ``(<control params>, L, <action data>)``;
 - a table's apply function returns the slot whose action ran on a hit, None on a miss;
 - names of the generated module: ``TR`` (trace on), ``X`` (per-packet extern context, see
-  pipeline.PacketCtx), tables ``TBL<n>``, extern instances ``EXT<n>``.
+  switch.ExternCtx), tables ``TBL<n>``, extern instances ``EXT<n>``.
 """
 
 from __future__ import annotations
