@@ -113,6 +113,8 @@ def parse(text: str, smap: SourceMap) -> Tree[Token]:
     except UnexpectedToken as exc:
         tok = exc.token
         pos = smap.pos(tok.line or 1, tok.column or 1) if tok.line else _end(smap)
+        if tok.type == "NAME" and "TYPE_NAME" in exc.expected:  # a name where only a type fits
+            raise type_error(pos, f"unknown type {tok.value}") from None
         raise type_error(pos, f"syntax error, unexpected {_describe(tok)}") from None
     except UnexpectedCharacters as exc:
         pos = smap.pos(exc.line, exc.column)

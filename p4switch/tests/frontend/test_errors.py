@@ -201,3 +201,32 @@ def test_stack_next_outside_a_parser(compile_error: Callable[..., P4Error]) -> N
         19,
         "header stack .next outside a parser is not supported by p4switch",
     )
+
+
+@pytest.mark.parametrize(
+    ("edit", "where_", "message"),
+    [
+        (
+            ("V1Switch(P(), C(), I(), E(), C(), D()) main;", ""),
+            (1, 1),
+            "error: the program has no `V1Switch(...) main;` instantiation",
+        ),
+        (
+            ("V1Switch(P(), C(), I(), E(), C(), D())", "V1Switch(P(), C(), I(), E(), C())"),
+            (15, 1),
+            "error: V1Switch takes 6 arguments, got 5",
+        ),
+        (
+            ("struct meta_t {", "bit<8> f(in bit<8> x) { return x; }\nstruct meta_t {"),
+            (5, 1),
+            "function declaration is not supported by p4switch",
+        ),
+        (("bit<16> type_;", "ether_type_t type_;"), (3, 42), "error: unknown type ether_type_t"),
+        (("transition accept;", "transition nowhere;"), (7, 51), "error: unknown parser state nowhere"),
+    ],
+)
+def test_program_structure_errors(
+    compile_error: Callable[..., P4Error], edit: tuple[str, str], where_: tuple[int, int], message: str
+) -> None:
+    err = compile_error(TEMPLATE.replace("{BODY}", "apply { }").replace(*edit))
+    assert (err.pos.line, err.pos.col, err.message) == (*where_, message)
