@@ -110,3 +110,24 @@ def test_bad_directives(tmp_path: Path, src: str, where: tuple[int, int], messag
         preprocess(main)
     assert (info.value.pos.file, info.value.pos.line, info.value.pos.col) == (str(main), *where)
     assert info.value.message == message
+
+
+def test_cli_include_dirs_and_defines(tmp_path: Path) -> None:
+    """-I and -D reach the preprocessor: the same source compiles to different programs."""
+    import json
+
+    from p4switch.frontend.cli import main
+    from p4switch.tests.frontend.conftest import TEMPLATE
+
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "inc" / "ports.p4").write_text("#ifndef OUT_PORT\n#define OUT_PORT 1\n#endif\n")
+    body = "    apply { sm.egress_spec = OUT_PORT; }"
+    prog = tmp_path / "p.p4"
+    prog.write_text("#include <ports.p4>\n" + TEMPLATE.replace("{BODY}", body))
+    ports = []
+    for extra in ([], ["-D", "OUT_PORT=7"]):
+        out = tmp_path / "p.json"
+        assert main([str(prog), "-o", str(out), "-I", str(tmp_path / "inc"), *extra]) == 0
+        ingress = next(c for c in json.loads(out.read_text())["controls"] if c["name"] == "I")
+        ports.append(ingress["body"][0]["rhs"]["value"])
+    assert ports == [1, 7]
