@@ -40,6 +40,7 @@ class SmOptions:
     """Everything ``sm run`` is started with."""
 
     run_dir: Path
+    events: Path | None = None  # default RUN_DIR/events.jsonl
     policy: str = "sif"
     p4info: Path = ROOT / "build" / "main.p4info.txtpb"
     p4blob: Path = ROOT / "build" / "main.json"
@@ -89,7 +90,7 @@ class SubnetManager:
         self.policy = options.policy
         self.tables = pkey_tables(topo, partitions)
         self.valid = valid_pkeys(topo, self.tables)
-        self.events = EventLog(options.run_dir / "events.jsonl")
+        self.events = EventLog(options.events or options.run_dir / "events.jsonl")
         self.sif = Sif(options.sif, lambda port: self.valid[port])
         self.traps = TrapHandler(topo, self.plan, MadSource(topo, keystore), options.traps)
         self.keys = KeyManager(topo, partitions, keystore, options.keys)
@@ -192,8 +193,9 @@ class SubnetManager:
             self.events.emit("switch-ready", **fields)
         log.info("%s: programmed (%s)", sw.name, fields)
         sw.create_task(self._packet_in_loop(sw))
-        if all(s == "up" for s in self.state.values()):
+        if all(s == "up" for s in self.state.values()) and not self.ready.is_set():
             self.ready.set()
+            self.events.emit("fabric-ready", switches=len(self.state), policy=self.policy)
             if self.options.distribute_keys and not self._keys_started:
                 self._keys_started = True
                 await self._send_keys()

@@ -1,0 +1,72 @@
+"""`sm` command line: bad configuration stops with one clear line; traceback table, JSON and picture."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from ibsm import cli
+from ibsm.events import EventLog
+
+from .conftest import DATA
+
+
+def _sm(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "ibsm.cli", *args], capture_output=True, text=True,
+                          timeout=60)
+
+
+@pytest.mark.parametrize(("edit", "expected"), [
+    (lambda d: d["hosts"][1].update(lid=0), "hosts[1].lid: 0 outside 1..49151"),
+    (lambda d: d["switches"][0].update(level=3), "fat tree: link s1:3 - s3 joins levels 3 and 1"),
+])
+def test_bad_topology_stops_with_a_clear_message(tmp_path: Path, edit: object, expected: str) -> None:
+    doc = json.loads((DATA / "fattree-2x2.json").read_text())
+    edit(doc)  # type: ignore[operator]
+    path = tmp_path / "topology.json"
+    path.write_text(json.dumps(doc))
+    done = _sm("run", "--topology", str(path))
+    assert done.returncode == 2
+    assert done.stderr.startswith("sm: error: ") and expected in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_bad_partitions_and_options(tmp_path: Path) -> None:
+    conf = tmp_path / "partitions.conf"
+    conf.write_text("compute=0x1 : 0x42 ;\n")
+    done = _sm("run", "--topology", str(DATA / "mesh-2x2.json"), "--run-dir", str(tmp_path),
+               "--partitions", str(conf))
+    assert done.returncode == 2
+    assert "partition compute: no host has port GUID 0x0000000000000042" in done.stderr
+    done = _sm("run", "--topology", str(DATA / "mesh-2x2.json"), "--run-dir", str(tmp_path),
+               "--quiet-period", "1", "--suppress-window", "2")
+    assert done.returncode == 2 and "must be shorter than the SIF quiet period" in done.stderr
+    done = _sm("status", str(tmp_path))
+    assert done.returncode == 2 and "no SM answers on" in done.stderr
+
+
+def test_traceback_table_json_and_png(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "topology.json").write_text((DATA / "fattree-2x2.json").read_text())
+    log = EventLog(tmp_path / "events.jsonl")
+    log.emit("traceback", victim="h3", bad_key="0x1234", claimed_source="fec0::1:0:ff:fe00:3",
+             claimed_host="h4", traced_host="h1", traced_switch="s1", traced_port=1, scheme="port-marking",
+             packets_needed=1,
+             mf="0x0000000001")
+    log.emit("filter-installed", switch="s1", port=1, mode="invalid-list", pkey="0x1234", latency_ms=3.2)
+    log.emit("filter-flushed", switch="s1", port=1, mode="invalid-list", pkeys=["0x1234"], count=9,
+             active_s=6.1)
+    log.close()
+    assert cli.main(["traceback", str(tmp_path), "--png", str(tmp_path / "tb.png")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["time", "victim", "bad", "key", "claimed", "source", "traced", "host", "switch",
+                              "port", "scheme", "packets", "filter"]
+    assert out[2].split()[1:10] == ["h3", "0x1234", "h4", "h1", "s1", "1", "port-marking", "1",
+                                    "invalid-list"]
+    assert "flushed after 6.1 s" in out[2]
+    assert (tmp_path / "tb.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert cli.main(["traceback", str(tmp_path), "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["traced_port"] == 1 and row["claimed"] == "h4"
