@@ -26,11 +26,14 @@ from ibsec import addressing, icrc, keys, transport
 from ibsec.skc import SessionKeyCache
 
 from . import frames
+from .cm import ConnectionManager
 from .counters import Counters, Drop
 from .keyring import Keyring
+from .mads import ManagementAgent
 from .memory import MemoryTable, Region, proof_key
 from .qp import (
     PSN_MASK,
+    AdapterError,
     Partition,
     QueuePair,
     Scope,
@@ -48,6 +51,9 @@ log = logging.getLogger("ibsec.agent.adapter")
 DEFAULT_PKEY = 0xFFFF
 QP1 = 1
 FIRST_QPN = 0x100
+QPN_MAX = 0xFFFFFF
+MAX_QPS = 4096  # CM requests from anyone create QPs: the table must not grow without bound
+MAX_UD_PEERS = 1024
 DIRECTION_INITIATOR = 0
 DIRECTION_RESPONDER = 1
 
@@ -69,10 +75,6 @@ class AgentConfig:
     ack_timeout: float = 0.05
     retries: int = 7
     skc_bytes: int = 16384
-
-
-class AdapterError(Exception):
-    """An operation the adapter refuses (no such QP, QP not connected, missing key...)."""
 
 
 def load_partitions(path: Path) -> list[Partition]:
@@ -112,9 +114,6 @@ class Adapter:
             self.set_partitions(load_partitions(config.pkey_file))
         if config.key_file:
             self.keyring.load(config.key_file)
-        from .cm import ConnectionManager
-        from .mads import ManagementAgent
-
         self.cm = ConnectionManager(self)
         self.mads = ManagementAgent(self)
 
@@ -152,6 +151,8 @@ class Adapter:
         if mode not in frames.MODES:
             raise AdapterError(f"security mode {mode} is not one of {sorted(frames.MODES)}")
         with self._lock:
+            if len(self.qps) >= MAX_QPS or self._next_qpn > QPN_MAX:
+                raise AdapterError(f"no QP left ({MAX_QPS} in use at most)")
             qpn = self._next_qpn
             self._next_qpn += 1
             qp = QueuePair(
@@ -165,6 +166,11 @@ class Adapter:
             qp.next_psn = int.from_bytes(os.urandom(3), "big")
             self.qps[qpn] = qp
         return qp
+
+    def list_qps(self) -> list[QueuePair]:
+        """A snapshot of the QPs (the control socket lists them while traffic adds more)."""
+        with self._lock:
+            return list(self.qps.values())
 
     def qp(self, qpn: int) -> QueuePair:
         with self._lock:
@@ -594,6 +600,8 @@ class Adapter:
         gid = str(ipaddress.IPv6Address(gid))
         peer = UdPeer(gid, qpn, qkey, self._remote_mac(gid), security, qp.next_psn)
         with self._lock:
+            if len(qp.peers) >= MAX_UD_PEERS and (gid, qpn) not in qp.peers:
+                raise AdapterError(f"QP {qp.qpn:#x} already has {MAX_UD_PEERS} UD peers")
             qp.peers[(gid, qpn)] = peer
             qp.state = State.RTS
         return peer

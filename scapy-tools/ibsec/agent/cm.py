@@ -28,7 +28,7 @@ from ibsec import keys, layers
 
 from .counters import Drop
 from .keyring import MissingKey
-from .qp import PSN_MASK, QueuePair, Scope, Service
+from .qp import PSN_MASK, AdapterError, QueuePair, Scope, Service
 
 if TYPE_CHECKING:
     from . import frames
@@ -85,8 +85,6 @@ class ConnectionManager:
         remote_qpn: int | None = None,
     ) -> QueuePair:
         """Connect a QP to ``remote_gid``, wait for the handshake; AdapterError on REJ or timeout."""
-        from .adapter import AdapterError
-
         remote_gid = str(ipaddress.IPv6Address(remote_gid))
         ad = self.adapter
         qp = ad.qp(qpn) if qpn is not None else ad.create_qp(service, pkey, mode, scope)
@@ -219,7 +217,7 @@ class ConnectionManager:
             return
         try:
             reply = self._accept(src_gid, body, comm_id, service)
-        except (Refused, MissingKey, keys.KeyWrapError) as exc:
+        except (Refused, MissingKey, keys.KeyWrapError, AdapterError) as exc:
             log.warning(
                 "refused %s from %s: %s", "REQ" if service is Service.RC else "SIDR_REQ", src_gid, exc
             )

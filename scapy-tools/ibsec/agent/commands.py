@@ -77,7 +77,7 @@ class Commands:
 
     def cmd_qps(self, args: dict[str, Any], progress: Progress) -> Any:
         """Every QP with its state (no keys)."""
-        return [qp.describe() for qp in list(self.adapter.qps.values())]
+        return [qp.describe() for qp in self.adapter.list_qps()]
 
     def cmd_create_qp(self, args: dict[str, Any], progress: Progress) -> Any:
         """A new RC or UD QP: service, pkey, mode, scope, qkey (all optional)."""

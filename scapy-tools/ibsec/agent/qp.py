@@ -21,6 +21,10 @@ PSN_MASK = 0xFFFFFF
 RECV_QUEUE_DEPTH = 4096
 
 
+class AdapterError(Exception):
+    """An operation the adapter refuses (no such QP, QP not connected, missing key, table full...)."""
+
+
 class Service(enum.Enum):
     RC = "RC"
     UD = "UD"

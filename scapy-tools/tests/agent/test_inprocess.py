@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from ibsec import addressing, icrc, keys, layers, mad_auth, transport
-from ibsec.agent.adapter import Adapter, AgentConfig
+from ibsec.agent.adapter import MAX_QPS, Adapter, AdapterError, AgentConfig
 from ibsec.agent.frames import Builder, gid_bytes, mac_of
 from ibsec.agent.qp import Scope, Service, State
 from scapy.layers.l2 import Ether
@@ -217,6 +217,17 @@ def test_fuzzing_the_receive_path_crashes_nothing(loop: Loopback) -> None:
     qp = a.cm.connect(b.gid, Service.RC, SECURE_PKEY, 2, Scope.SESSION, 2.0)
     a.post_send(qp.qpn, b"still alive")
     assert b.wait_recv(qp.remote_qpn or 0, 2) == b"still alive"
+
+
+def test_the_qp_table_is_bounded_and_a_full_table_refuses_connections(loop: Loopback) -> None:
+    a, b = loop.adapters
+    while len(b.qps) < MAX_QPS:
+        b.create_qp(Service.UD)
+    with pytest.raises(AdapterError, match="no QP left"):
+        b.create_qp(Service.RC)
+    with pytest.raises(AdapterError, match="refused"):
+        a.cm.connect(b.gid, Service.RC, SECURE_PKEY, 0, Scope.PARTITION, 2.0)
+    assert b.counters.stat("cm_rejected") == 1
 
 
 def test_config_without_keys_refuses_secure_connections_cleanly(tmp_path: Path) -> None:

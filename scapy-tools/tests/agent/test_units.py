@@ -135,3 +135,12 @@ def test_attack_tools_refuse_unbounded_runs(bounds: list[str]) -> None:
     parser = common.parser("test")
     with pytest.raises(SystemExit):
         common.checked(parser.parse_args(["--iface", "lo", *bounds]))
+
+
+def test_delegation_stops_at_the_region_depth_limit() -> None:
+    table = MemoryTable()
+    region = table.register(4096, ext_depth=1)
+    assert table.delegate(region.r_key, region.addr + 2048, 2048).material  # depth 1: allowed
+    with pytest.raises(RegionError):
+        table.delegate(region.r_key, region.addr + 1024, 1024)  # depth 2: beyond the limit
+    assert list(region.candidate_nodes(region.addr + 1024, 8)) == [(region.addr, 4096), (region.addr, 2048)]
