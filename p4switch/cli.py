@@ -97,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     server, grpc_port = serve(service, args.grpc_server_addr)
     if grpc_port == 0:
         print(f"p4switch: cannot listen on {args.grpc_server_addr}", file=sys.stderr)
+        service.close()
         dataplane.close()
         return 2
     host = args.grpc_server_addr.rsplit(":", 1)[0]

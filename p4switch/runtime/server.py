@@ -776,11 +776,18 @@ def _abort_with_details(context: grpc.ServicerContext, message: str,
 
 
 def serve(service: P4RuntimeService, address: str, max_workers: int = 32) -> tuple[grpc.Server, int]:
-    """Start a gRPC server for ``service`` on ``address``; returns it and the bound TCP port."""
-    limits = [("grpc.max_receive_message_length", MAX_MESSAGE), ("grpc.max_send_message_length", MAX_MESSAGE)]
+    """Start a gRPC server for ``service`` on ``address``; returns it and the bound TCP port (0 when the
+    address cannot be bound, e.g. another switch listens there)."""
+    options = [("grpc.max_receive_message_length", MAX_MESSAGE),
+               ("grpc.max_send_message_length", MAX_MESSAGE),
+               ("grpc.so_reuseport", 0)]  # a second switch on the same port must fail, not share it
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="p4rt"),
-                         options=limits)
+                         options=options)
     p4r_grpc.add_P4RuntimeServicer_to_server(service, server)
-    port = server.add_insecure_port(address)
-    server.start()
+    try:
+        port = server.add_insecure_port(address)
+    except RuntimeError:
+        port = 0
+    if port:
+        server.start()
     return server, port

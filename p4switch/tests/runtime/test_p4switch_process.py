@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import random
 import signal
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -130,3 +131,12 @@ def test_garbage_frames_do_not_stop_the_switch(
         else:
             pytest.fail("a good frame was not forwarded after the garbage")
         assert proc.proc.poll() is None and os.path.exists(proc.log_file)
+
+
+def test_a_second_switch_on_the_same_grpc_port_fails(tmp_path: Path) -> None:
+    with harness.switch_process(["--no-p4"], tmp_path / "first.log") as first:
+        second = subprocess.run(
+            [str(harness.VENV_BIN / "p4switch"), "--no-p4", "--grpc-server-addr", first.address,
+             "--log-file", str(tmp_path / "second.log")], capture_output=True, text=True, timeout=30)
+        assert second.returncode != 0 and "cannot listen" in second.stderr
+        assert first.proc.poll() is None
