@@ -894,8 +894,10 @@ class Codegen:
         o.line(f"if TR: _trace_table({tbl}, _s)")
         if t.get("implementation"):
             data = self.packed([k["expr"] for k in selector], sc) if selector else "b''"
-            o.line(f"_s = {tbl}.profile.resolve(_s, {data})")
-            o.line("if _s is None:")
+            o.line(f"_s = {tbl}.profile.resolve(_s)")
+            o.line("if _s.__class__ is list:")
+            o.line(f"    _s = {tbl}.profile.pick(_s, {data})")
+            o.line("elif _s is None:")
             o.line(f"    _d = {tbl}.default; _d.fn({sc.names['$args']}, L, *_d.args)")
             o.line("    return None")
         o.line(f"_s.fn({sc.names['$args']}, L, *_s.args)")

@@ -262,19 +262,24 @@ class ActionProfile:
             key = ("member", ref.member_id) if isinstance(ref, MemberRef) else ("group", ref.group_id)
             self.users[key] = self.users.get(key, 0) + delta
 
-    def resolve(self, slot: Slot, selector: bytes) -> Slot | None:
-        """The member slot a packet uses: the entry's member, or one member of its group chosen by the
-        hash of the selector fields (``selector``: their values packed as a field list). None when the
-        group is empty (the table's default runs)."""
+    def resolve(self, slot: Slot) -> Slot | list[Slot] | None:
+        """The member slot a packet uses when no hash is needed (a member entry, a one-member group), the
+        group's members (repeated by weight) when the selector must pick one with ``pick()``, or None for
+        an empty group (the table's default runs). Split so packets skip packing the selector fields in
+        the common cases."""
         ref = slot.ref
         if isinstance(ref, MemberRef):
             return self.member_slots.get(ref.member_id)
-        assert isinstance(ref, GroupRef) and self.hash is not None
+        assert isinstance(ref, GroupRef)
         candidates = self.group_slots.get(ref.group_id)
         if not candidates:
             return None
-        if len(candidates) == 1:
-            return candidates[0]
+        return candidates[0] if len(candidates) == 1 else candidates
+
+    def pick(self, candidates: list[Slot], selector: bytes) -> Slot:
+        """The member of a group for this flow: the hash of the selector fields (packed as a field list)
+        modulo the group size, as BMv2 does, so one flow always takes the same member."""
+        assert self.hash is not None
         return candidates[(self.hash(selector) & self.output_mask) % len(candidates)]
 
 
@@ -318,7 +323,7 @@ class Table:
         self.exact: dict[tuple[int, ...], Slot] = {}
         self.lpm_index = next((i for i, k in enumerate(keys) if k.kind == "lpm"), -1)
         self.by_len: dict[int, dict[tuple[int, ...], Slot]] = {}
-        self.lpm_lens: list[tuple[int, int]] = []  # (prefix_len, mask), longest first
+        self.lpm_lens: list[tuple[int, dict[tuple[int, ...], Slot]]] = []  # (mask, bucket), longest first
         self.scan: list[tuple[Slot, tuple[tuple[int, int, int], ...]]] = []
         self.lookup: Callable[[tuple[int, ...]], Slot | None] = self._pick_lookup()
 
@@ -329,13 +334,22 @@ class Table:
         if self.mode == "exact":
             return self.exact.get
         if self.mode == "lpm":
-            return self._lookup_lpm
+            return self._lookup_lpm_only if len(self.keys) == 1 else self._lookup_lpm
         return self._lookup_scan
 
     def _lookup_lpm(self, key: tuple[int, ...]) -> Slot | None:
         i = self.lpm_index
-        for plen, mask in self.lpm_lens:
-            slot = self.by_len[plen].get(key[:i] + (key[i] & mask,) + key[i + 1 :])
+        for mask, bucket in self.lpm_lens:
+            slot = bucket.get(key[:i] + (key[i] & mask,) + key[i + 1 :])
+            if slot is not None:
+                return slot
+        return None
+
+    def _lookup_lpm_only(self, key: tuple[int, ...]) -> Slot | None:
+        """The common one-field lpm table: no key surgery, one dict probe per prefix length."""
+        value = key[0]
+        for mask, bucket in self.lpm_lens:
+            slot = bucket.get((value & mask,))
             if slot is not None:
                 return slot
         return None
@@ -403,7 +417,9 @@ class Table:
             self.scan = [item for item in self.scan if item[0] is not slot]
 
     def _lpm_lengths(self, width: int) -> None:
-        self.lpm_lens[:] = [(plen, _prefix_mask(width, plen)) for plen in sorted(self.by_len, reverse=True)]
+        self.lpm_lens[:] = [
+            (_prefix_mask(width, plen), self.by_len[plen]) for plen in sorted(self.by_len, reverse=True)
+        ]
 
     # ----------------------------------------------------------------------- control plane
     def _where(self) -> str:

@@ -62,7 +62,9 @@ def port_of(table: Table, *key: int) -> int | None:
 
 def pick(profile: ActionProfile, slot: Slot, selector: tuple[int, ...], widths: tuple[int, ...]) -> int:
     """The port parameter of the member the selector picks for these selector field values."""
-    member = profile.resolve(slot, pack_fields(selector, widths))
+    member = profile.resolve(slot)
+    if isinstance(member, list):
+        member = profile.pick(member, pack_fields(selector, widths))
     assert member is not None
     return member.args[0]
 
