@@ -324,18 +324,26 @@ def clean_leftovers(root: Path = RUNS) -> list[str]:
         doc = json.loads(record.read_text())
         if _alive(int(doc["launcher"])):
             continue
-        for pid in doc["pids"]:
-            if _alive(pid) and _from_run(pid, record.parent.resolve()):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-                    removed.append(f"pid {pid}")
+        pids = [pid for pid in doc["pids"] if _alive(pid) and _from_run(pid, record.parent.resolve())]
+        _terminate(pids)
+        removed += [f"pid {pid}" for pid in pids]
         if doc.get("iface_prefix"):
             removed += network.delete_links(doc["iface_prefix"])
-        keys_dir = record.parent / "keys"
-        for path in keys_dir.glob("*") if keys_dir.is_dir() else ():
+        for path in [*record.parent.glob("keys/*"), *record.parent.glob("*.sock")]:
             path.unlink(missing_ok=True)
         record.unlink()
     return removed
+
+
+def _terminate(pids: list[int], grace: float = 5.0) -> None:
+    """SIGTERM (so they clean up after themselves), SIGKILL whatever is still there after ``grace``."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in [p for p in pids if _alive(p)]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + grace
+        while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+            time.sleep(0.1)
 
 
 def _alive(pid: int) -> bool:

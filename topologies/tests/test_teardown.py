@@ -1,0 +1,83 @@
+"""Teardown: everything a launch starts is gone afterwards, after an error, Ctrl-C, or a killed launcher."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from topologies import network, run
+
+from .conftest import Footprint, needs_root
+
+pytestmark = needs_root
+
+SMALL = {"fabric": "fat-tree", "k": 2, "levels": 2, "sm": False}
+
+
+def test_an_error_inside_the_run_leaves_nothing(run_dir: Path) -> None:
+    with pytest.raises(RuntimeError, match="the test failed here"):
+        with run.FabricRun(run.RunOptions(**SMALL, run_dir=run_dir)) as fabric_run:  # type: ignore[arg-type]
+            footprint = Footprint.of(fabric_run)
+            assert fabric_run.net is not None
+            for port in fabric_run.net.grpc_ports.values():  # every switch answers on its own gRPC port
+                with socket.create_connection(("127.0.0.1", port), timeout=2):
+                    pass
+            assert {a.call("ping")["name"] for a in fabric_run.agents.values()} == set(fabric_run.hosts)
+            key_files = list((run_dir / "keys").glob("*.keys"))
+            assert len(key_files) == len(fabric_run.hosts) + 1  # one per host, one for the SM
+            assert {stat.S_IMODE(p.stat().st_mode) for p in key_files} == {0o600}
+            ends = len(fabric_run.fabric.hosts()) + 2 * len(fabric_run.fabric.links())  # switch-side ends
+            assert len(list(network.our_links(footprint.iface_prefix))) == ends
+            raise RuntimeError("the test failed here")
+    assert footprint.leftovers() == []
+    assert not (run_dir / run.PROCESSES_FILE).exists()
+    pcaps = {p.name for p in (run_dir / "pcaps").iterdir()}
+    assert "s0_0-1_in.pcap" in pcaps and "s1_1-2_out.pcap" in pcaps  # named by switch and port
+
+
+def launcher(run_dir: Path) -> tuple[subprocess.Popen[str], Footprint]:
+    """``ibsec-fabric`` as a user starts it (no terminal: no CLI), once it says it is running."""
+    argv = [sys.executable, "-m", "topologies.launch", "fat-tree", "--levels", "2", "--no-sm", "--no-cli",
+            "--run-dir", str(run_dir)]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 120
+    for line in proc.stdout:
+        if line.startswith("running") or time.monotonic() > deadline:
+            break
+    record = json.loads((run_dir / run.PROCESSES_FILE).read_text())
+    return proc, Footprint(record["pids"], record["iface_prefix"], run_dir)
+
+
+def test_ctrl_c_stops_the_launcher_and_everything_it_started(run_dir: Path) -> None:
+    proc, footprint = launcher(run_dir)
+    try:
+        assert footprint.leftovers(), "the launcher should be running a fabric"
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 130
+    finally:
+        network.stop_processes([proc])
+    assert footprint.leftovers() == []
+
+
+def test_clean_removes_what_a_killed_launcher_left(run_dir: Path) -> None:
+    proc, footprint = launcher(run_dir)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+    time.sleep(0.5)
+    assert any(item.startswith("pid") for item in footprint.leftovers())  # switches and agents survive it
+    removed = run.clean_leftovers(run_dir.parent)
+    assert removed
+    deadline = time.monotonic() + 10
+    while footprint.leftovers() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert footprint.leftovers() == []
