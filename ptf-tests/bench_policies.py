@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent / "lib"))
 
+from dataplane_harness import DEVICE_ID, Switch, running_switch, target_from_env  # noqa: E402
 from finsy.proto import p4r  # noqa: E402
-from harness import DEVICE_ID, Switch, running_switch, target_from_env  # noqa: E402
 from ibsec_test import build_rc_send, dst_id, gid  # noqa: E402
 from p4info_helper import P4InfoHelper  # noqa: E402
 from p4runtime_client import P4RuntimeClient  # noqa: E402

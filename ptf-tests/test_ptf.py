@@ -16,7 +16,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "lib"))
 
-from harness import ROOT, VENV_BIN, running_switch, target_from_env  # noqa: E402
+from dataplane_harness import ROOT, VENV_BIN, running_switch, target_from_env  # noqa: E402
 
 PORTS = list(range(1, 9))
 PTF_TIMEOUT = 280
