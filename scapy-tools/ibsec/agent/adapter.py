@@ -285,7 +285,7 @@ class Adapter:
             )
             frame = frames.seal(plain, qp.security, key)
             qp.unacked[epsn] = Unacked(frame, time.monotonic())
-        self.transmit(frame)
+            self.transmit(frame)  # under the lock: frames leave in PSN order
         self.counters.bump("tx_bytes", len(data))
 
     def _post_ud(self, qp: QueuePair, data: bytes, dest: tuple[str, int] | None) -> None:
@@ -307,8 +307,7 @@ class Adapter:
                 src_qp=qp.qpn,
                 deth=(peer.qkey, qp.qpn),
             )
-            frame = frames.seal(plain, peer.security, self.key_of(peer.security))
-        self.transmit(frame)
+            self.transmit(frames.seal(plain, peer.security, self.key_of(peer.security)))  # in PSN order
         self.counters.bump("tx_bytes", len(data))
 
     def wait_recv(self, qpn: int, timeout: float) -> bytes | None:

@@ -187,20 +187,22 @@ class ConnectionManager:
         elif attr == layers.CmAttr.SIDR_REQ and isinstance(body, layers.CmSidrReq):
             self._on_request(src_gid, view, body, body.request_id, Service.UD)
         elif attr == layers.CmAttr.REP and isinstance(body, layers.CmRep):
-            self._answer(body.remote_comm_id, body, None)
+            self._answer(src_gid, body.remote_comm_id, body, None)
         elif attr == layers.CmAttr.SIDR_REP and isinstance(body, layers.CmSidrRep):
-            self._answer(body.request_id, body, None if body.status == 0 else f"SIDR status {body.status}")
+            refused = f"SIDR status {body.status}" if body.status else None
+            self._answer(src_gid, body.request_id, body, refused)
         elif attr == layers.CmAttr.REJ and isinstance(body, layers.CmRej):
-            self._answer(body.remote_comm_id, None, f"REJ reason {body.reason}")
+            self._answer(src_gid, body.remote_comm_id, None, f"REJ reason {body.reason}")
         elif attr == layers.CmAttr.RTU:
             self.adapter.counters.bump("cm_rtu")
         else:
             self.adapter.counters.drop(Drop.MALFORMED)
 
-    def _answer(self, comm_id: int, reply: Any, error: str | None) -> None:
+    def _answer(self, src_gid: str, comm_id: int, reply: Any, error: str | None) -> None:
+        """A REP, SIDR_REP or REJ for one of our requests, from the host we asked (else stale)."""
         with self._lock:
             pending = self._pending.get(comm_id)
-        if pending is None:
+        if pending is None or pending.remote_gid != src_gid:
             self.adapter.counters.bump("cm_stale_replies")
             return
         pending.reply, pending.error = reply, error
