@@ -31,6 +31,8 @@ MAX_MESSAGE = 256 << 20
 """Largest request/response: big programs and batches fit (gRPC's default is 4 MiB)."""
 T = TypeVar("T")
 Update = p4r.Update
+EntryKey = tuple[str, frozenset[tuple[str, engine.Match]], int]
+"""(table, match, priority): what identifies a table entry"""
 
 
 @dataclass
@@ -54,6 +56,7 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
         self._lock = threading.RLock()
         self._conns: set[Connection] = set()
         self._mcast_metadata: dict[int, bytes] = {}
+        self._entry_cookies: dict[EntryKey, tuple[int, bytes]] = {}
         device.to_cpu = self._packet_in
 
     # ====================================================================== capabilities / pipeline
@@ -107,6 +110,7 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
                 index: P4InfoIndex) -> None:
         self.digests.reset()
         self._mcast_metadata.clear()
+        self._entry_cookies.clear()
         switch.digest_sink = self._digest_sink(index)
         self.device.install(switch, config.p4_device_config)
         self.pipeline = Pipeline(config, index)
@@ -200,12 +204,14 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
             entry = codec.decode_entry(index, msg)[1]
             self._check_reference(pipe, table, entry.action)
             switch.table_insert(table.name, entry)
+            self._remember_cookies(table, entry.match, entry.priority, msg)
             return
         if msg.is_const:
             raise invalid("is_const must be false in a write")
         _, match, priority = codec.decode_key(index, msg)
         if kind == Update.DELETE:
             switch.table_delete(table.name, engine.TableEntry(match, _NO_ACTION, priority))
+            self._entry_cookies.pop(_entry_key(table, match, priority), None)
             return
         action = codec.decode_table_action(index, table, msg) if msg.HasField("action") else \
             _find_entry(switch, table, match, priority).action
@@ -216,6 +222,17 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
             if msg.HasField("meter_config") and table.direct_meter_id else None
         switch.table_modify(table.name, engine.TableEntry(match, action, priority, counter_data=counter,
                                                           meter_config=meter))
+        self._remember_cookies(table, match, priority, msg)
+
+    def _remember_cookies(self, table: Table, match: dict[str, engine.Match], priority: int,
+                          msg: p4r.TableEntry) -> None:
+        """The opaque controller_metadata and metadata of an entry, returned on reads (the engine has
+        no use for them)."""
+        key = _entry_key(table, match, priority)
+        if msg.controller_metadata or msg.metadata:
+            self._entry_cookies[key] = (msg.controller_metadata, msg.metadata)
+        else:
+            self._entry_cookies.pop(key, None)
 
     def _check_reference(self, pipe: Pipeline, table: Table, action: object) -> None:
         """NOT_FOUND (as the spec asks) for an entry pointing at a member or group not inserted yet."""
@@ -259,8 +276,11 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
             for entry in switch.table_entries(table.name):
                 if entry.is_default or (key is not None and (entry.match, entry.priority) != key):
                     continue
-                yield p4r.Entity(table_entry=codec.encode_entry(index, table, entry, counter=counter,
-                                                                meter=meter))
+                out = codec.encode_entry(index, table, entry, counter=counter, meter=meter)
+                cookies = self._entry_cookies.get(_entry_key(table, entry.match, entry.priority))
+                if cookies:
+                    out.controller_metadata, out.metadata = cookies
+                yield p4r.Entity(table_entry=out)
 
     # ---------------------------------------------------------------------- action profiles
     def _write_action_profile_member(self, pipe: Pipeline, kind: int, msg: p4r.ActionProfileMember) -> None:
@@ -683,6 +703,10 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
 
 _NO_ACTION = engine.ActionCall("NoAction")
 """Placeholder action for entry keys: the engine ignores the action of a delete / direct resource key."""
+
+
+def _entry_key(table: Table, match: dict[str, engine.Match], priority: int) -> EntryKey:
+    return table.name, frozenset(match.items()), priority
 
 
 def _find_entry(switch: engine.Switch, table: Table, match: dict[str, engine.Match], priority: int

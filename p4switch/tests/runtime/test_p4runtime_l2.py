@@ -221,3 +221,15 @@ def test_read_reports_per_entity_errors_after_the_entities_it_found(l2_client: h
     assert err.value.code() == grpc.StatusCode.UNKNOWN
     assert [d.canonical_code for d in error_details(err.value)] == [0, grpc.StatusCode.NOT_FOUND.value[0]]
     assert [e.table_entry for e in found] == [dmac_entry(l2fwd, HOST_MAC, b"\x01")]
+
+
+def test_entry_metadata_is_returned_on_read(l2_client: harness.StreamClient, l2fwd: harness.Program) -> None:
+    entry = dmac_entry(l2fwd, HOST_MAC, b"\x01")
+    entry.metadata, entry.controller_metadata = b"owner=sm", 42
+    l2_client.write(update(INSERT, table_entry=entry))
+    [read] = l2_client.read(p4r.Entity(table_entry=p4r.TableEntry()))
+    assert read.table_entry == entry
+    entry.metadata, entry.controller_metadata = b"", 0
+    l2_client.write(update(MODIFY, table_entry=entry))
+    [read] = l2_client.read(p4r.Entity(table_entry=p4r.TableEntry()))
+    assert read.table_entry == entry
