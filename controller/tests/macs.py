@@ -7,7 +7,10 @@ import itertools
 from ibsec import addressing, keys, layers, mad_auth
 from ibsec.agent.frames import Builder
 from ibsm.topology import Host, Topology
-from scapy.packet import Packet
+from scapy.layers.inet import UDP
+from scapy.layers.inet6 import IPv6
+from scapy.layers.l2 import Ether
+from scapy.packet import Packet, Raw
 
 _tids = itertools.count(1000)
 
@@ -38,3 +41,14 @@ def sealed_mad(topo: Topology, sender: Host, key: keys.Key, mad: Packet) -> byte
     builder = Builder(mac, addressing.parse_gid(sender.gid).to_bytes())
     payload = mad_auth.seal(key.material, bytes(mad)[: layers.MAD_LEN], sender.gid)
     return builder.mad_frame(topo.sm_gid, 0xFFFF, payload)
+
+
+def flood_frame(topo: Topology, claimed: str, victim: str, pkey: int) -> bytes:
+    """One packet of a P_Key flood: a UD SEND with ``pkey`` whose source GID is forged as ``claimed``'s."""
+    hosts = {h.name: h for h in topo.hosts}
+    return bytes(Ether(src=addressing.guid_to_mac(hosts[claimed].guid),
+                       dst=addressing.guid_to_mac(hosts[victim].guid))
+                 / IPv6(src=hosts[claimed].gid, dst=hosts[victim].gid)
+                 / UDP(sport=0xC000, dport=4791)
+                 / layers.BTH(opcode=0x64, pkey=pkey, dqpn=0x10, psn=1)
+                 / layers.DETH(qkey=0x1111, srcqp=2) / Raw(b"x" * 16))

@@ -14,21 +14,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ibsec import addressing, keys, layers
+from ibsec import addressing, keys
 from ibsec.agent.adapter import Adapter, AgentConfig
 from ibsm import entries
 from ibsm.core import SmOptions, SubnetManager
 from ibsm.events import read_events
 from ibsm.sif import SifOptions
 from ibsm.traps import TrapOptions
-from scapy.layers.inet import UDP
-from scapy.layers.inet6 import IPv6
-from scapy.layers.l2 import Ether
-from scapy.packet import Raw
 
 from .conftest import DATA
 from .inprocess import Fabric, inprocess_fabric
-from .macs import ca_keys, trap_257
+from .macs import ca_keys, flood_frame, trap_257
 
 FAST = SmOptions(run_dir=Path("."), sif=SifOptions(quiet_period=1.0, poll_interval=0.1),
                  traps=TrapOptions(suppress_window=0.3))
@@ -93,16 +89,6 @@ def _events(tmp: Path, kind: str) -> list[dict[str, Any]]:
     return [e for e in read_events(tmp / "events.jsonl") if e["event"] == kind]
 
 
-def _flood_packet(fab: Fabric, claimed: str, victim: str, pkey: int) -> bytes:
-    """A UD SEND with an invalid P_Key whose source GID is forged as ``claimed``'s."""
-    hosts = {h.name: h for h in fab.topo.hosts}
-    return bytes(Ether(dst=addressing.guid_to_mac(hosts[victim].guid))
-                 / IPv6(src=hosts[claimed].gid, dst=hosts[victim].gid)
-                 / UDP(sport=0xC000, dport=4791)
-                 / layers.BTH(opcode=0x64, pkey=pkey, dqpn=0x10, psn=1)
-                 / layers.DETH(qkey=0x1111, srcqp=2) / Raw(b"x" * 16))
-
-
 async def test_pipeline_pushed_and_entries_readable(running: Any, fabric: Fabric) -> None:
     run, _ = running
     s1 = fabric.entries("s1", entries.ROUTES)
@@ -130,7 +116,7 @@ async def test_spoofed_flood_traced_filtered_and_flushed(running: Any, fabric: F
                                                          ) -> None:
     run, _ = running
     await _until(lambda: run.sm.keys.outstanding() == 0)
-    flood = _flood_packet(fabric, claimed="h4", victim="h3", pkey=0x1234)
+    flood = flood_frame(fabric.topo, claimed="h4", victim="h3", pkey=0x1234)
     fabric.send_from_host("h1", flood)  # h1 attacks h3, pretending to be h4
     await _until(lambda: fabric.entries("s1", entries.INVALID_PKEYS))
     (entry,) = fabric.entries("s1", entries.INVALID_PKEYS)
@@ -182,7 +168,7 @@ async def test_policy_switch_at_run_time(running: Any, fabric: Fabric, tmp_path:
 async def test_sm_restart_reconciles_without_duplicates(running: Any, fabric: Fabric, tmp_path: Path) -> None:
     run, agents = running
     await _until(lambda: run.sm.keys.outstanding() == 0)
-    fabric.send_from_host("h1", _flood_packet(fabric, claimed="h2", victim="h3", pkey=0x4321))
+    fabric.send_from_host("h1", flood_frame(fabric.topo, claimed="h2", victim="h3", pkey=0x4321))
     await _until(lambda: fabric.entries("s1", entries.INVALID_PKEYS))
     before = {s: len(fabric.entries(s, entries.ROUTES)) for s in fabric.devices}
     await run.stop()

@@ -1,0 +1,217 @@
+"""A fabric of real processes: one `p4switch` per switch on veth pairs, host agents, the `sm` command.
+
+Every link is a veth pair whose two ends two switch processes open; every host port is a veth pair whose
+host end stays in the root namespace with the host's MAC (agents and test injectors bind to it). All
+names carry the test process id, processes are stopped by pid and every veth is deleted on exit, whatever
+happened in the test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ibsec import addressing, keys
+from ibsm.events import read_events
+
+ROOT = Path(__file__).resolve().parents[2]
+VENV_BIN = Path(sys.executable).parent
+CPU_PORT = 255
+START_TIMEOUT = 30.0
+
+
+def _ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True, capture_output=True)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_port(port: int, proc: subprocess.Popen[bytes], what: str, timeout: float = START_TIMEOUT) -> float:
+    """Wait until 127.0.0.1:``port`` accepts; returns the wall time it first did."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return time.time()
+        except OSError:
+            time.sleep(0.02)
+    raise RuntimeError(f"{what} did not open 127.0.0.1:{port} within {timeout} s")
+
+
+@dataclass
+class ProcessFabric:
+    """The running fabric; :meth:`close` stops every process and deletes every veth."""
+
+    workdir: Path
+    doc: dict[str, Any]
+    tag: str = field(default_factory=lambda: f"sm{os.getpid() % 10000}")
+    veths: list[str] = field(default_factory=list)
+    switch_ifaces: dict[str, dict[int, str]] = field(default_factory=dict)
+    host_ifaces: dict[str, str] = field(default_factory=dict)
+    grpc_ports: dict[str, int] = field(default_factory=dict)
+    switches: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    agents: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    sm: subprocess.Popen[bytes] | None = None
+    sm_args: tuple[str, ...] = ()
+
+    @property
+    def topology(self) -> Path:
+        return self.workdir / "topology.json"
+
+    @property
+    def events_file(self) -> Path:
+        return self.workdir / "events.jsonl"
+
+    # ---- building ----------------------------------------------------------------------------------------
+
+    def _veth(self, a: str, b: str) -> None:
+        _ip("link", "add", a, "type", "veth", "peer", "name", b)
+        self.veths.append(a)
+        for iface in (a, b):
+            Path(f"/proc/sys/net/ipv6/conf/{iface}/disable_ipv6").write_text("1")
+            _ip("link", "set", "dev", iface, "mtu", "9000", "up")
+
+    def build(self) -> None:
+        (self.workdir / "logs").mkdir(parents=True, exist_ok=True)
+        self.switch_ifaces = {sw["name"]: {} for sw in self.doc["switches"]}
+        for i, link in enumerate(self.doc["links"]):
+            a, b = f"{self.tag}l{i}a", f"{self.tag}l{i}b"
+            self._veth(a, b)
+            self.switch_ifaces[link["a"][0]][link["a"][1]] = a
+            self.switch_ifaces[link["b"][0]][link["b"][1]] = b
+        for i, host in enumerate(self.doc["hosts"]):
+            s, h = f"{self.tag}h{i}s", f"{self.tag}h{i}h"
+            self._veth(s, h)
+            _ip("link", "set", "dev", h, "address", addressing.guid_to_mac(int(host["guid"], 0)))
+            self.switch_ifaces[host["switch"]][host["port"]] = s
+            self.host_ifaces[host["name"]] = h
+        for sw in self.doc["switches"]:
+            self.grpc_ports[sw["name"]] = free_port()
+            sw["address"] = f"127.0.0.1:{self.grpc_ports[sw['name']]}"
+            self.start_switch(sw["name"])
+        self.topology.write_text(json.dumps(self.doc, indent=1))
+        self._provision()
+
+    def _provision(self) -> None:
+        store = keys.KeyStore()
+        (self.workdir / "keys").mkdir(mode=0o700, exist_ok=True)
+        for host in self.doc["hosts"]:
+            guid = int(host["guid"], 0)
+            store.enroll(guid)
+            store.provision_host(guid, self.workdir / "keys" / f"{host['name']}.keys")
+        store.save(self.workdir / "keys" / "sm.keys")
+
+    def start_switch(self, name: str) -> float:
+        """Start (or restart) ``name``'s p4switch; returns the wall time its P4Runtime port answered."""
+        ports = sorted(self.switch_ifaces[name].items())
+        interfaces = [arg for p, iface in ports for arg in ("-i", f"{p}@{iface}")]
+        argv = [str(VENV_BIN / "p4switch"), "--no-p4", "--device-id", "1", *interfaces,
+                "--grpc-server-addr", f"127.0.0.1:{self.grpc_ports[name]}", "--cpu-port", str(CPU_PORT),
+                "--log-file", str(self.workdir / "logs" / f"{name}.log")]
+        with open(self.workdir / "logs" / f"{name}.out", "ab") as out:
+            self.switches[name] = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+        return wait_port(self.grpc_ports[name], self.switches[name], f"switch {name}")
+
+    def kill_switch(self, name: str) -> None:
+        proc = self.switches[name]
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+
+    def start_agent(self, name: str) -> None:
+        host = next(h for h in self.doc["hosts"] if h["name"] == name)
+        argv = [sys.executable, "-m", "ibsec.agent.daemon", "--name", name, "--iface", self.host_ifaces[name],
+                "--run-dir", str(self.workdir), "--subnet", "1", "--lid", str(host["lid"]),
+                "--keys", str(self.workdir / "keys" / f"{name}.keys"), "--sm-gid", self.doc["sm"]["gid"],
+                "--trap-window", "0.5"]
+        with open(self.workdir / "logs" / f"{name}.out", "ab") as out:
+            self.agents[name] = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+
+    def start_sm(self, *extra: str) -> None:
+        argv = [sys.executable, "-m", "ibsm.cli", "run", "--topology", str(self.topology),
+                "--run-dir", str(self.workdir), "--keys", str(self.workdir / "keys" / "sm.keys"),
+                *self.sm_args, *extra]
+        with open(self.workdir / "logs" / "sm.out", "ab") as out:
+            self.sm = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+
+    # ---- using -------------------------------------------------------------------------------------------
+
+    def send(self, host: str, frames: list[bytes]) -> None:
+        """Put ``frames`` on ``host``'s cable (as the host would, any source address)."""
+        with socket.socket(socket.AF_PACKET, socket.SOCK_RAW) as sock:
+            sock.bind((self.host_ifaces[host], 0))
+            for frame in frames:
+                sock.send(frame)
+
+    def events(self, kind: str | None = None, since: float = 0.0) -> list[dict[str, Any]]:
+        if not self.events_file.exists():
+            return []
+        return [e for e in read_events(self.events_file)
+                if (kind is None or e["event"] == kind) and e["wall"] >= since]
+
+    def wait_event(self, kind: str, timeout: float = 20.0, since: float = 0.0, count: int = 1
+                   ) -> list[dict[str, Any]]:
+        deadline = time.monotonic() + timeout
+        while True:
+            found = self.events(kind, since)
+            if len(found) >= count:
+                return found
+            if self.sm is not None and self.sm.poll() is not None:
+                raise RuntimeError(f"sm exited with {self.sm.returncode}: "
+                                   f"{(self.workdir / 'logs' / 'sm.out').read_text()[-2000:]}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no {count} {kind!r} event(s) within {timeout} s")
+            time.sleep(0.05)
+
+    # ---- teardown ----------------------------------------------------------------------------------------
+
+    def stop_sm(self, sig: int = signal.SIGTERM) -> int:
+        assert self.sm is not None
+        self.sm.send_signal(sig)
+        try:
+            return self.sm.wait(15)
+        finally:
+            if self.sm.poll() is None:
+                self.sm.kill()
+                self.sm.wait()
+
+    def close(self) -> None:
+        procs = [p for p in [self.sm, *self.agents.values(), *self.switches.values()] if p is not None]
+        for proc in procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        for iface in self.veths:
+            subprocess.run(["ip", "link", "del", iface], capture_output=True)
+
+
+@contextmanager
+def process_fabric(source: Path, workdir: Path, sm_args: tuple[str, ...] = ()) -> Iterator[ProcessFabric]:
+    """Build the program, start the switches of ``source`` on veths; everything is removed on exit."""
+    subprocess.run(["make", "-s", "-C", str(ROOT), "build", f"VENV={VENV_BIN.parent}"], check=True)
+    fabric = ProcessFabric(workdir, json.loads(source.read_text()), sm_args=sm_args)
+    try:
+        fabric.build()
+        yield fabric
+    finally:
+        fabric.close()

@@ -1,0 +1,131 @@
+"""The `sm` command against real `p4switch` processes on veths, with real host agents (root only).
+
+One fat tree for the whole module, in order: pipeline pushed and entries readable over P4Runtime, keys
+acknowledged, a spoofed flood marked by the switches, trapped by the victim's agent, filtered at the true
+port and flushed after the quiet period, a forged trap ignored, a killed switch reprogrammed within two
+seconds of answering, a killed SM reconciling without duplicates, SIGTERM stopping it cleanly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from collections.abc import Iterator
+
+import finsy as fy
+import pytest
+from ibsec import keys
+from ibsm import entries
+from ibsm.topology import load_topology
+
+from .conftest import DATA
+from .macs import flood_frame, trap_257
+from .processes import ROOT, ProcessFabric, process_fabric
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="veth interfaces need root")
+
+SM_ARGS = ("--quiet-period", "2", "--poll-interval", "0.2", "--suppress-window", "0.5", "--key-timeout", "1")
+
+
+@pytest.fixture(scope="module")
+def fabric(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessFabric]:
+    with process_fabric(DATA / "fattree-2x2.json", tmp_path_factory.mktemp("fabric"), SM_ARGS) as fab:
+        for host in fab.host_ifaces:
+            fab.start_agent(host)
+        fab.start_sm()
+        fab.wait_event("fabric-ready", timeout=60)
+        yield fab
+
+
+async def _read(address: str, table: str) -> list[fy.P4TableEntry]:
+    """Read ``table`` over P4Runtime as a backup client (the SM stays primary)."""
+    options = fy.SwitchOptions(p4info=ROOT / "build" / "main.p4info.txtpb", initial_election_id=1)
+    async with fy.Switch("reader", address, options) as sw:
+        return [e async for e in sw.read(fy.P4TableEntry(table))]  # type: ignore[attr-defined]
+
+
+def test_pipeline_pushed_and_entries_readable(fabric: ProcessFabric) -> None:
+    ready = fabric.events("switch-ready")
+    assert sorted(e["switch"] for e in ready) == ["s1", "s2", "s3", "s4"]
+    routes = asyncio.run(_read(fabric.doc["switches"][0]["address"], entries.ROUTES))
+    assert len(routes) == 3  # h1, h2, and the ECMP default route up
+    roles = asyncio.run(_read(fabric.doc["switches"][2]["address"], entries.PORT_ROLES))
+    assert len(roles) == 2
+
+
+def test_keys_acknowledged_by_agents(fabric: ProcessFabric) -> None:
+    # per host: SM_SK, the P_SK of each partition it is in, a CA_SK_ij per host it shares one with, the
+    # P_Key table: h1 and h3 (Default, compute) 1+2+3+1, h2 and h4 (Default) 1+1+3+1
+    delivered = fabric.wait_event("key-delivered", timeout=30, count=26)
+    assert len({(e["host"], e["key"]) for e in delivered}) == 26
+    got = {(e["host"], e["key"]) for e in delivered}
+    assert {(e["host"], e["key"]) for e in fabric.events("key-sent")} == got
+    assert ("h1", "P_SK 0x0001") in got and ("h3", "P_SK 0x0001") in got
+    assert not [e for e in fabric.events("key-sent") if e["host"] in ("h2", "h4") and "0x0001" in e["key"]]
+    assert not fabric.events("key-delivery-failed")
+
+
+def test_spoofed_flood_filtered_at_true_port_and_flushed(fabric: ProcessFabric) -> None:
+    topo = load_topology(fabric.topology)
+    start = time.time()
+    flood = flood_frame(topo, claimed="h4", victim="h3", pkey=0x1234)
+    fabric.send("h1", [flood])  # h1 attacks h3 pretending to be h4; the switches mark the packet
+    (trace,) = fabric.wait_event("traceback", since=start)
+    assert (trace["victim"], trace["claimed_host"], trace["traced_host"], trace["traced_switch"],
+            trace["traced_port"]) == ("h3", "h4", "h1", "s1", 1)
+    (installed,) = fabric.wait_event("filter-installed", since=start)
+    assert (installed["switch"], installed["port"], installed["mode"]) == ("s1", 1, "invalid-list")
+    fabric.send("h1", [flood] * 20)  # dropped at s1 port 1 and counted
+    (flushed,) = fabric.wait_event("filter-flushed", since=start, timeout=30)
+    assert flushed["count"] == 20 and flushed["active_s"] >= 2.0
+    assert not asyncio.run(_read(fabric.doc["switches"][0]["address"], entries.INVALID_PKEYS))
+
+
+def test_forged_trap_installs_nothing(fabric: ProcessFabric) -> None:
+    topo = load_topology(fabric.topology)
+    start = time.time()
+    victim = topo.hosts[2]
+    wrong = keys.Key.generate(keys.KeyType.CA_SK, (victim.guid,))
+    frame = trap_257(topo, victim, wrong, bad_pkey=0x4242, claimed_gid=topo.hosts[1].gid, mf=0x1)
+    fabric.send(victim.name, [frame])
+    (trap,) = fabric.wait_event("trap", since=start)
+    assert trap["status"] == "forged"
+    time.sleep(0.5)
+    assert not fabric.events("filter-installed", since=start)
+
+
+def test_killed_switch_is_reprogrammed(fabric: ProcessFabric) -> None:
+    start = time.time()
+    fabric.kill_switch("s1")
+    fabric.wait_event("switch-lost", since=start)
+    answering = fabric.start_switch("s1")
+    (back,) = fabric.wait_event("switch-back", since=start, timeout=30)
+    assert back["switch"] == "s1" and back["inserted"] == 13
+    assert back["wall"] - answering < 2.0, f"reprogrammed {back['wall'] - answering:.2f} s after answering"
+    assert len(asyncio.run(_read(fabric.doc["switches"][0]["address"], entries.ROUTES))) == 3
+
+
+def test_killed_sm_reconciles_without_duplicates(fabric: ProcessFabric) -> None:
+    topo = load_topology(fabric.topology)
+    start = time.time()
+    fabric.send("h2", [flood_frame(topo, claimed="h1", victim="h4", pkey=0x4444)])
+    fabric.wait_event("filter-installed", since=start)
+    assert fabric.stop_sm(signal.SIGKILL) == -signal.SIGKILL
+    restart = time.time()
+    fabric.start_sm("--no-keys")
+    fabric.wait_event("fabric-ready", since=restart, timeout=60)
+    ready = fabric.events("switch-ready", since=restart)
+    assert len(ready) == 4
+    assert all((e["inserted"], e["modified"], e["deleted"]) == (0, 0, 0) for e in ready), ready
+    (adopted,) = fabric.events("filter-adopted", since=restart)
+    assert (adopted["switch"], adopted["port"], adopted["pkeys"]) == ("s1", 2, ["0x4444"])
+    fabric.wait_event("filter-flushed", since=restart, timeout=30)  # watched, then flushed when quiet
+
+
+def test_sigterm_stops_cleanly(fabric: ProcessFabric) -> None:
+    assert fabric.stop_sm(signal.SIGTERM) == 0
+    assert fabric.events("sm-stop")
+    assert "SM stopped" in (fabric.workdir / "logs" / "sm.log").read_text()
+    assert not (fabric.workdir / "sm.sock").exists()
