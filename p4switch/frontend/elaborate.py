@@ -59,6 +59,7 @@ class Ctx:
     params: list[IR] = field(default_factory=list)
     prefix: str = ""  # control-plane name prefix: the block, or the instance path of an inlined sub-control
     stack_next: dict[str, int] | None = None  # parsers: nextIndex of each header stack in the current state
+    pre: list[IR] | None = None  # statements a function call inside the current statement's expressions needs
 
 
 class _StackOutOfBounds(Exception):
@@ -280,7 +281,10 @@ class Elaborator:
         self.globals[name] = Sym("instance", tree=decl)
 
     def decl_function_decl(self, decl: PTree) -> None:
-        raise unsupported(self.pos(decl), "function declaration")
+        if decl.children[3] is not None:
+            raise unsupported(self.pos(decl), "generic function")
+        name = self.name(decl.children[2])
+        self.globals[name] = Sym("function", tree=decl, ir=name)
 
     def decl_value_set_decl(self, decl: PTree) -> None:
         raise unsupported(self.pos(decl), "value_set")
@@ -500,7 +504,10 @@ class Elaborator:
             if tr.data == "goto_transition":
                 transition: IR = {"kind": "goto", "next": goto(self.state_name(tr.children[0], names))}
             else:
+                ctx.pre = []
                 transition = self.lower_select(tr.children[0], ctx, names)
+                body.extend(ctx.pre)
+                ctx.pre = None
                 for case in transition["cases"]:
                     case["next"] = goto(case["next"])
         except _StackOutOfBounds:
@@ -953,6 +960,60 @@ class Elaborator:
         params = kids(tree.children[2])
         if len(params) != len(args):
             raise type_error(pos, f"action {sym.ir} takes {len(params)} arguments, got {len(args)}")
+        copy_in, copy_out, scope = self.bind_params(params, args, arg_nodes, pos, ctx)
+        saved_scopes = ctx.scopes
+        ctx.scopes = ([self.globals] if sym.control is None else list(ctx.scopes)) + [scope]
+        body = self.block(tree.children[3], ctx, new_scope=False)
+        ctx.scopes = saved_scopes
+        return copy_in + body + copy_out
+
+    def inline_function(
+        self, sym: Sym, args: list[Value], nodes: list[Node], pos: Pos, ctx: Ctx
+    ) -> tuple[list[IR], Value | None]:
+        """A call of a P4 function: its body inlined like an action's; a final `return e;` gives the value.
+
+        Only a return at the very end is supported (no early returns), which keeps the body straight-line.
+        """
+        tree = sym.tree
+        assert tree is not None
+        fn_type = tree.children[1]
+        rtype = VOID if fn_type.data == "void_type" else self.resolve_type(fn_type.children[0])
+        stmts = kids(tree.children[5])
+        final = stmts[-1] if stmts and stmts[-1].data == "return_stmt" else None
+        for n in tree.children[5].iter_subtrees():
+            if n.data == "return_stmt" and n is not final:
+                raise unsupported(self.pos(n), "return before the end of a function")
+        if rtype != VOID and (final is None or not kids(final)):
+            raise type_error(self.pos(tree), f"function {sym.ir} must end with `return <value>;`")
+        params = kids(tree.children[4])
+        if len(params) != len(args):
+            raise type_error(pos, f"function {sym.ir} takes {len(params)} arguments, got {len(args)}")
+        if sym.value is not None:
+            raise type_error(pos, f"function {sym.ir} calls itself")
+        sym.value = Value({}, VOID)  # marks the function as being inlined
+        copy_in, copy_out, scope = self.bind_params(params, args, nodes, pos, ctx)
+        saved = ctx.scopes
+        ctx.scopes = [self.globals, scope]  # the callee sees only globals and its parameters
+        body: list[IR] = []
+        for st in stmts[:-1] if final is not None else stmts:
+            body.extend(self.stmt(st, ctx))
+        result = None
+        if final is not None and kids(final):
+            outer, ctx.pre = ctx.pre, []
+            value = self.coerce(self.expr(kids(final)[0], ctx), rtype, final)
+            var = self.add_local(ctx, f"{sym.ir}_result", rtype)
+            ref = {"op": "var", "name": var, "type": rtype.json()}
+            body.extend(ctx.pre + [{"s": "assign", "lhs": ref, "rhs": value.ir, "src": self.src(final)}])
+            ctx.pre = outer
+            result = Value(ref, rtype)
+        ctx.scopes = saved
+        sym.value = None
+        return copy_in + body + copy_out, result
+
+    def bind_params(
+        self, params: list[PTree], args: list[Value], arg_nodes: list[Node], pos: Pos, ctx: Ctx
+    ) -> tuple[list[IR], list[IR], dict[str, Sym]]:
+        """Copy-in/copy-out for an inlined call: fresh locals per parameter, the scope that names them."""
         out: list[IR] = []
         copy_out: list[IR] = []
         scope: dict[str, Sym] = {}
@@ -972,11 +1033,7 @@ class Elaborator:
                 copy_out.append({"s": "assign", "lhs": a.ir, "rhs": ref, "src": str(pos)})
             if direction != "dir_out":
                 out.append({"s": "assign", "lhs": ref, "rhs": self.coerce(a, t, node).ir, "src": str(pos)})
-        saved_scopes = ctx.scopes
-        ctx.scopes = ([self.globals] if sym.control is None else list(ctx.scopes)) + [scope]
-        out.extend(self.block(tree.children[3], ctx, new_scope=False))
-        ctx.scopes = saved_scopes
-        return out + copy_out
+        return out, copy_out, scope
 
     def inline_control(self, sym: Sym, args: list[Value], nodes: list[Node], pos: Pos, ctx: Ctx) -> list[IR]:
         """`sub.apply(hdr, meta, sm)`: the sub-control's declarations and body, lowered into this block.
@@ -1031,6 +1088,15 @@ class Elaborator:
         return out
 
     def stmt(self, node: PTree, ctx: Ctx) -> list[IR]:
+        """Lower one statement, preceded by what the function calls in its expressions need."""
+        outer, ctx.pre = ctx.pre, []
+        try:
+            out = self.lower_stmt(node, ctx)
+            return ctx.pre + out
+        finally:
+            ctx.pre = outer
+
+    def lower_stmt(self, node: PTree, ctx: Ctx) -> list[IR]:
         d = node.data
         src = self.src(node)
         if d == "block":
@@ -1249,6 +1315,17 @@ class Elaborator:
             ), None
         if kind == "extern_fn":
             return self.extern_fn(callee.t.name, arg_nodes, targs, node, ctx), None
+        if kind == "function":
+            args = [self.expr(a, ctx) for a in arg_nodes]
+            stmts, result = self.inline_function(callee.extra["sym"], args, arg_nodes, pos, ctx)
+            if as_stmt:
+                return stmts, None
+            if result is None:
+                raise type_error(pos, f"function {callee.t.name} returns no value")
+            if ctx.pre is None:
+                raise unsupported(pos, "a function call outside statements and parser selects")
+            ctx.pre.extend(stmts)
+            return [], result
         if kind != "method":
             raise type_error(pos, "this expression cannot be called")
         base: Value = callee.extra["base"]
@@ -1600,6 +1677,8 @@ class Elaborator:
             return sym.value
         if sym.kind == "subcontrol":
             return Value({}, Type("subcontrol", name=sym.ir), extra={"sym": sym})
+        if sym.kind == "function":
+            return Value({}, Type("function", name=sym.ir), extra={"sym": sym})
         raise type_error(self.pos(node), f"{name} cannot be used here")
 
     def expr(self, node: Node, ctx: Ctx | None) -> Value:

@@ -216,11 +216,6 @@ def test_stack_next_outside_a_parser(compile_error: Callable[..., P4Error]) -> N
             (15, 1),
             "error: V1Switch takes 6 arguments, got 5",
         ),
-        (
-            ("struct meta_t {", "bit<8> f(in bit<8> x) { return x; }\nstruct meta_t {"),
-            (5, 1),
-            "function declaration is not supported by p4switch",
-        ),
         (("bit<16> type_;", "ether_type_t type_;"), (3, 42), "error: unknown type ether_type_t"),
         (("transition accept;", "transition nowhere;"), (7, 51), "error: unknown parser state nowhere"),
     ],
@@ -229,4 +224,37 @@ def test_program_structure_errors(
     compile_error: Callable[..., P4Error], edit: tuple[str, str], where_: tuple[int, int], message: str
 ) -> None:
     err = compile_error(TEMPLATE.replace("{BODY}", "apply { }").replace(*edit))
+    assert (err.pos.line, err.pos.col, err.message) == (*where_, message)
+
+
+@pytest.mark.parametrize(
+    ("function", "use", "where_", "message"),
+    [
+        (
+            "bit<8> f(in bit<8> x) { if (x == 0) { return 1; } return x; }",
+            "meta.m8 = f(meta.m8);",
+            (5, 39),
+            "return before the end of a function is not supported by p4switch",
+        ),
+        (
+            "void f(in bit<8> x) { }",
+            "meta.m8 = f(meta.m8);",
+            (BODY_LINE + 1, 23),
+            "error: function f returns no value",
+        ),
+        (
+            "bit<8> f(in bit<8> x) { x = 1; return x; }",
+            "meta.m8 = f(meta.m8);",
+            (5, 25),
+            "error: the left side of an assignment must be an lvalue",
+        ),
+    ],
+)
+def test_function_errors(
+    compile_error: Callable[..., P4Error], function: str, use: str, where_: tuple[int, int], message: str
+) -> None:
+    src = TEMPLATE.replace("struct meta_t", function + "\nstruct meta_t").replace(
+        "{BODY}", f"    apply {{ {use} }}"
+    )
+    err = compile_error(src)
     assert (err.pos.line, err.pos.col, err.message) == (*where_, message)

@@ -64,3 +64,12 @@ def test_inlined_inout_action_and_value_switch(compile_text: Callable[..., Compi
         frame = ETH + ether_type.to_bytes(2, "big") + b"payload"
         assert switch.process(0, frame) == [(port, swapped + frame[12:])]
     assert switch.process(0, ETH + b"\x99\x99payload") == []
+
+
+def test_functions_are_inlined_with_their_values() -> None:
+    switch = load(compile_file(PROGRAMS / "functions.p4"))
+    ((port, frame),) = switch.process(1, ETH + b"\x12\x34" + b"payload")
+    # type_ = add3(0x1234, 2) + 100 = 0x1234 * 2 + 2 + 1 + 100; twice(type_) > 5 sends it to port 3
+    assert (port, frame[12:14]) == (3, (0x1234 * 2 + 103).to_bytes(2, "big"))
+    switch.process(1, ETH + b"\x12\x35" + b"payload")  # is_special() is false: the parser rejects
+    assert switch.stats["parser_reject"] == 1
