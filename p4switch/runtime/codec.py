@@ -202,6 +202,10 @@ def decode_entry(index: P4InfoIndex, msg: p4r.TableEntry) -> tuple[Table, engine
     if msg.is_const:
         raise invalid("is_const must be false in a write")
     table, match, priority = decode_key(index, msg)
+    if msg.idle_timeout_ns:
+        if table.idle_timeout:
+            raise unimplemented(f"table {table.name}: idle timeouts are not supported by p4switch")
+        raise invalid(f"table {table.name} has no idle timeout: idle_timeout_ns must be 0")
     action = decode_table_action(index, table, msg)
     counter = (msg.counter_data.byte_count, msg.counter_data.packet_count) \
         if msg.HasField("counter_data") and table.direct_counter_id else None

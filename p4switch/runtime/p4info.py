@@ -46,6 +46,8 @@ class Table:
     direct_meter_id: int
     is_const: bool
     size: int
+    idle_timeout: bool = False
+    """the table notifies the controller of idle entries (p4switch does not implement it)"""
 
     @property
     def needs_priority(self) -> bool:
@@ -195,6 +197,7 @@ def _table(table: p4i.Table, info: p4i.P4Info) -> Table:
         direct_meter_id=meter_id,
         is_const=table.is_const_table,
         size=table.size,
+        idle_timeout=table.idle_timeout_behavior == p4i.Table.NOTIFY_CONTROL,
     )
 
 

@@ -200,6 +200,13 @@ class TestWriteErrors:
         switch.inject(1, frame_to(HOST_MAC))
         assert switch.expect_sent()[0] == 4
 
+    def test_idle_timeout_on_a_table_without_it_is_invalid(self, l2_client: harness.StreamClient,
+                                                            l2fwd: harness.Program) -> None:
+        entry = dmac_entry(l2fwd, HOST_MAC, b"\x01")
+        entry.idle_timeout_ns = 10**9
+        assert self.failed(l2_client, update(INSERT, table_entry=entry)) == [
+            grpc.StatusCode.INVALID_ARGUMENT.value[0]]
+
     def test_write_before_any_pipeline_is_failed_precondition(self, switch: harness.InProcessSwitch,
                                                                l2fwd: harness.Program) -> None:
         with harness.primary_client(switch.address) as client:
