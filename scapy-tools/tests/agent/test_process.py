@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -22,6 +25,12 @@ def test_agent_answers_logs_and_stops_on_sigterm(make_fabric: Callable[[int], Fa
     info = agent.call("info")
     assert info["gid"] == fabric.hosts[0].gid
     assert info["mac"] == fabric.hosts[0].mac
+    cli = subprocess.run([sys.executable, "-m", "ibsec.agent.ctl", "-s", str(agent.control_path), "create-qp",
+                          "--service", "RC"], capture_output=True, text=True, timeout=30)
+    assert cli.returncode == 0 and json.loads(cli.stdout)["service"] == "RC"
+    refused = subprocess.run([sys.executable, "-m", "ibsec.agent.ctl", "-s", str(agent.control_path), "send",
+                              "0x999", "x"], capture_output=True, text=True, timeout=30)
+    assert refused.returncode == 1 and "no QP 0x999" in refused.stderr
     agent.process.send_signal(signal.SIGTERM)
     assert agent.process.wait(timeout=10) == 0
     log = agent.log_path.read_text()
