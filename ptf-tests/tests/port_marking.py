@@ -49,11 +49,13 @@ class FatTreeTest(IbsecTest):
 
 
 class MarksUpToTheTop(FatTreeTest):
-    """Node 6 to a host under another top-level subtree: leaf, level 1 and level 2 each write their
-    digit and level; the switches on the way down leave the MF alone; the receiver decodes (0, 1, 2)."""
+    """Node 6 to a host under another top-level subtree, with an MF forged by the sender: the leaf
+    replaces it, leaf, level 1 and level 2 each write their digit and level, the switches on the way
+    down leave the MF alone, and the receiver decodes (0, 1, 2)."""
 
     def runTest(self) -> None:
-        frame = bytes(build_rc_send(dst=DESTINATION_GID))
+        forged = LAYOUT.encode([(0, 3), (1, 3), (2, 3)])
+        frame = bytes(build_rc_send(dst=gid(0x77, mf=forged)))
         marks = LAYOUT.marks_of(SOURCE, turn_level=2)
         expected_mf = 0
         for level, digit in marks:
