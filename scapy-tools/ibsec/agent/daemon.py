@@ -15,6 +15,8 @@ import threading
 from pathlib import Path
 from types import FrameType
 
+from ibsec import keys
+
 from .adapter import Adapter, AgentConfig
 from .commands import Commands
 from .control import ControlServer
@@ -109,8 +111,13 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    port = RawPort(args.iface)
-    adapter = Adapter(config_from(args, port.mac), port.send)
+    try:
+        port = RawPort(args.iface)
+        adapter = Adapter(config_from(args, port.mac), port.send)
+    except (OSError, ValueError, KeyError, keys.IbsecKeyError) as exc:  # bad interface, file or key file
+        log.error("cannot start: %s", exc)
+        print(f"ibsec-agent: cannot start: {exc}", file=sys.stderr)
+        return 2
     control = ControlServer(args.control or args.run_dir / f"{args.name}.sock", Commands(adapter))
     threads = [
         threading.Thread(target=receive_loop, args=(port, adapter, stop), name="receive", daemon=True),

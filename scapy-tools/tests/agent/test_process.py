@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from ibsec.agent.frames import View
 from ibsec.agent.lab import Agent, Fabric, provision, rc_pair, start_agents
 
@@ -84,3 +85,13 @@ def _traffic(a: Agent, b: Agent) -> None:
 def tap_frames(tap: Tap, during: Callable[[], None]) -> list[tuple[bytes, View]]:
     during()
     return tap.frames(0.5)
+
+
+def test_an_unsafe_key_file_stops_the_agent_with_a_clear_error(make_fabric: Callable[[int], Fabric]) -> None:
+    fabric = make_fabric(2)
+    prov = provision(fabric, fabric.hosts)
+    key_file = prov.key_files[0]
+    key_file.chmod(0o644)
+    with pytest.raises(RuntimeError, match="chmod 600"):
+        fabric.start_agent(fabric.hosts[0], "--keys", str(key_file))
+    assert prov.p_sk.material.hex() not in (fabric.run_dir / "logs" / "h0.log").read_text()
