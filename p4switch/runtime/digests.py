@@ -33,6 +33,14 @@ class _DigestState:
     def cached(self, values: Values) -> bool:
         return any(values in msgs for _, msgs in self.cache.values())
 
+    def expire(self, now: float) -> float | None:
+        """Drop the lists sent ack_timeout_ns ago or more; returns when the next one expires."""
+        timeout = self.config.ack_timeout_ns / 1e9
+        for list_id, (sent, _) in list(self.cache.items()):
+            if sent + timeout <= now:
+                del self.cache[list_id]
+        return min((sent + timeout for sent, _ in self.cache.values()), default=None)
+
 
 class DigestEngine:
     """Buffers data-plane digests and hands finished DigestList messages to ``send``."""
@@ -81,6 +89,8 @@ class DigestEngine:
         """One digest from the data plane (called from the packet thread)."""
         with self._lock:
             state = self._states.get(info.id)
+            if state is not None:
+                state.expire(self._clock())
             if state is None or state.cached(values) or values in state.buffer:
                 self.dropped += 1
                 return
@@ -111,6 +121,7 @@ class DigestEngine:
             state.cache[list_id] = (self._clock(), set(state.buffer))
         state.buffer = []
         self._send(msg)
+        self._wake.set()  # the timer thread learns the new cache deadline
 
     # ------------------------------------------------------------------------- timeouts
     def _timer_loop(self) -> None:
@@ -131,12 +142,9 @@ class DigestEngine:
                         self._flush(state)
                     else:
                         deadlines.append(due)
-                ack_timeout = state.config.ack_timeout_ns / 1e9
-                for list_id, (sent, _) in list(state.cache.items()):
-                    if sent + ack_timeout <= now:
-                        del state.cache[list_id]
-                    else:
-                        deadlines.append(sent + ack_timeout)
+                next_expiry = state.expire(now)
+                if next_expiry is not None:
+                    deadlines.append(next_expiry)
         return max(0.0, min(deadlines) - now) if deadlines else None
 
     def stop(self) -> None:

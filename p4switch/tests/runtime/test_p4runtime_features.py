@@ -333,6 +333,21 @@ class TestDigests:
         [second] = [m.digest for m in seconds]
         assert second.list_id != first.list_id and self.learnt(second) == [(0x111, 1), (0x222, 2)]
 
+    def test_unacknowledged_data_is_sent_again_after_ack_timeout(
+            self, switch: harness.InProcessSwitch, client: harness.StreamClient, b: Builder) -> None:
+        self.configure(client, b, max_timeout_ns=0, max_list_size=1, ack_timeout_ns=300_000_000)
+        switch.inject(1, eth(MAC_A, src=0x555))
+        first = client.next("digest").digest
+        switch.inject(1, eth(MAC_A, src=0x555))  # in the cache: not sent again before the ack timeout
+        assert client.no_message("digest", wait=0.1)
+        for _ in range(30):  # the cache entry expires after 300 ms without an ack
+            switch.inject(1, eth(MAC_A, src=0x555))
+            if again := client.collect("digest", wait=0.05):
+                break
+        [second] = [m.digest for m in again]
+        assert self.learnt(second) == self.learnt(first) == [(0x555, 1)]
+        assert second.list_id == first.list_id + 1
+
     def test_max_timeout_flushes_a_partial_list(self, switch: harness.InProcessSwitch,
                                                 client: harness.StreamClient, b: Builder) -> None:
         self.configure(client, b, max_timeout_ns=50_000_000, max_list_size=100, ack_timeout_ns=0)
