@@ -37,7 +37,7 @@ V1_ERRORS = [
 ]
 
 
-RESERVED = frozenset({"valid__", "copy", "set_", "pack"})  # attributes the generated classes define
+RESERVED = frozenset({"valid__", "raw__", "copy", "set_", "pack"})  # attributes the generated classes define
 
 
 def attr(name: str) -> str:
@@ -148,9 +148,12 @@ class Codegen:
             o.indent()
             o.line("if other is not self: d = self.__dict__; d.clear(); d.update(other.__dict__)")
             o.dedent()
+            o.line("raw__ = None")
             o.line("def pack(self):")
             o.indent()
-            o.line(f"return ({self.pack_expr(h, 'self.')}).to_bytes({h['bits'] // 8}, 'big')")
+            o.line("raw = self.raw__")
+            packed = f"({self.pack_expr(h, 'self.')}).to_bytes({h['bits'] // 8}, 'big')"
+            o.line(f"return raw if raw is not None else {packed}")
             o.dedent()
             o.dedent()
         for name, st in self.structs.items():
@@ -426,12 +429,13 @@ class Codegen:
             self.store(base, merged, sc)
             return
         target = self.expr(lhs, sc)
-        if lhs["op"] == "var" and t.get("k") in ("header", "struct", "stack"):
+        if t.get("k") in ("header", "struct", "stack"):
             self.out.line(self.assign_value(t, target, value))
-        elif t.get("k") in ("header", "struct", "stack"):
-            self.out.line(self.assign_value(t, target, value))
-        else:
-            self.out.line(f"{target} = {value}")
+            return
+        self.out.line(f"{target} = {value}")
+        if lhs["op"] == "member" and lhs["expr"]["type"].get("k") == "header":
+            # the header's bytes as extracted no longer describe it: pack() must rebuild them
+            self.out.line(f"{self.expr(lhs['expr'], sc)}.raw__ = None")
 
     def s_if(self, s: Json, sc: Scope) -> None:
         self.out.line(f"if {self.expr(s['cond'], sc)}:")
@@ -501,9 +505,10 @@ class Codegen:
             )
         o = self.out
         o.line(f"if pos + {nbytes} > n: raise _Reject({self.error_code('PacketTooShort')})")
-        o.line(f"_v = _from_bytes(data[pos:pos + {nbytes}], 'big')")
+        o.line(f"_r = data[pos:pos + {nbytes}]; _v = _from_bytes(_r, 'big')")
         o.line(f"pos += {nbytes}")
         o.line(f"_h = {self.expr(h, sc)}")
+        o.line("_h.raw__ = _r")
         shift = hdef["bits"]
         for f in hdef["fields"]:
             shift -= f["w"]
