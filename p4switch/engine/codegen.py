@@ -7,6 +7,8 @@ Conventions of the generated code:
   default to class attributes (invalid, zero), so a packet's headers and metadata cost one bare object each
   and only written fields take instance storage (measured faster than ``__slots__`` with an
   ``__init__``); both have ``copy()`` and ``set_(other)`` (assignment with P4 value semantics);
+- an extracted header keeps its bytes in ``raw__``; every generated write to one of its fields clears it,
+  so ``pack()`` returns the original bytes of untouched headers without rebuilding them;
 - parser/control functions take their parameters in declaration order (the packet parameter is the
   engine's ``PacketCtx``); control locals live on a per-invocation ``L`` object so the control's actions
   can reach them; action functions take ``(<control params>, L, <action data>)``;
