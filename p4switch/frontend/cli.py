@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="p4switch-cc", description="Compile P4_16 (v1model) for p4switch.")
     ap.add_argument("program", type=Path)
     ap.add_argument("-o", "--output", type=Path, help="IR JSON output (default: PROGRAM.json)")
-    ap.add_argument("--p4runtime-files", type=Path, help="P4Info output in protobuf text format")
+    ap.add_argument("--p4runtime-files", type=Path, help="P4Info output (.txt/.txtpb text, .json, .bin)")
     ap.add_argument("-I", dest="include", action="append", type=Path, default=[], help="include directory")
     ap.add_argument("-D", dest="define", action="append", default=[], help="NAME=VALUE macro definition")
     ap.add_argument("--arch", default="v1model", help="architecture (only v1model)")
@@ -84,9 +84,13 @@ def main(argv: list[str] | None = None) -> int:
         print(str(exc), file=sys.stderr)
         return 1
     out = args.output or args.program.with_suffix(".json")
-    out.write_text(result.ir_json())
-    if args.p4runtime_files:
-        result.write_p4info(args.p4runtime_files)
+    try:
+        out.write_text(result.ir_json())
+        if args.p4runtime_files:
+            result.write_p4info(args.p4runtime_files)
+    except OSError as exc:
+        print(f"p4switch-cc: cannot write {exc.filename}: {exc.strerror}", file=sys.stderr)
+        return 1
     return 0
 
 

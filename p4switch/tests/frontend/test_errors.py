@@ -258,3 +258,18 @@ def test_function_errors(
     )
     err = compile_error(src)
     assert (err.pos.line, err.pos.col, err.message) == (*where_, message)
+
+
+def test_cli_reports_unwritable_outputs_and_missing_inputs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    prog = tmp_path / "ok.p4"
+    prog.write_text(TEMPLATE.replace("{BODY}", "apply { }"))
+    assert main([str(prog), "-o", str(tmp_path / "no" / "such" / "dir.json")]) == 1
+    assert (
+        capsys.readouterr().err
+        == f"p4switch-cc: cannot write {tmp_path}/no/such/dir.json: No such file or directory\n"
+    )
+    assert main([str(tmp_path / "missing.p4")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"{tmp_path}/missing.p4:1:1: error: cannot read") and "No such file" in err
