@@ -1,11 +1,12 @@
 """Packet I/O of the p4switch process: one AF_PACKET raw socket per ``-i PORT@IFACE``, one receive loop.
 
-Frames are received into one preallocated buffer (``recv_into``), run through the device's pipeline and
-the frames that come out are sent on their egress port's socket. Interfaces are put in promiscuous mode
-through a packet-socket membership (undone by the kernel when the socket closes). The kernel is asked not
-to loop our own transmissions back (PACKET_IGNORE_OUTGOING); where it cannot, outgoing frames are
-recognised by their packet type and skipped. Optionally every frame is written to
-``<iface>_in.pcap`` / ``<iface>_out.pcap`` as BMv2's ``--pcap`` does."""
+Frames are received into one preallocated buffer (``recvmsg_into``), run through the device's pipeline
+and the frames that come out are sent on their egress port's socket. Interfaces are put in promiscuous
+mode through a packet-socket membership (undone by the kernel when the socket closes). The kernel is asked
+not to loop our own transmissions back (PACKET_IGNORE_OUTGOING); where it cannot, outgoing frames are
+recognised by their packet type and skipped. 802.1Q tags, which the kernel strips on receive, are put back
+from the PACKET_AUXDATA message. Optionally every frame is written to ``<iface>_in.pcap`` /
+``<iface>_out.pcap`` as BMv2's ``--pcap`` does."""
 
 from __future__ import annotations
 
