@@ -24,7 +24,7 @@ from . import entries
 from .events import EventLog
 from .fabric import FabricPlan, dst_id, plan_fabric
 from .keymgr import KeyManager, KeyOptions
-from .partitions import pkey_tables, valid_pkeys
+from .partitions import DEFAULT_PKEY, PKEY_BASE, pkey_tables, valid_pkeys
 from .reconcile import read_owned, reconcile
 from .sif import INVALID_LIST, OFF, VALID_LIST, Action, PortId, Sif, SifOptions
 from .topology import Partition, Topology
@@ -265,7 +265,12 @@ class SubnetManager:
                 mf=f"{report.mf:#012x}")
             self.trap_log.append(record)
             if self.policy == "sif" and report.number == layers.TRAP_BAD_PKEY and report.bad_key is not None:
-                await self._sif_trap((t.switch, t.port), report.bad_key, received)
+                if report.bad_key & PKEY_BASE == DEFAULT_PKEY:
+                    # filtering the default partition would cut the port off from the SM itself
+                    self.events.emit("filter-refused", switch=t.switch, port=t.port,
+                                     pkey=f"{report.bad_key:#06x}", reason="management P_Key")
+                else:
+                    await self._sif_trap((t.switch, t.port), report.bad_key, received)
         elif report.status != "accepted":
             log.info("%s: trap from %s %s: %s", switch, report.sender, report.status, report.reason)
         return report
@@ -291,6 +296,7 @@ class SubnetManager:
         async with self._sif_lock:
             actions = self.sif.on_trap(port, pkey)
             await self._apply(actions)
+        first = any(a.kind == "set-mode" for a in actions)
         for action in actions:
             if action.kind == "deduplicated":
                 self.events.emit("filter-deduplicated", switch=port[0], port=port[1], pkey=f"{pkey:#06x}",
@@ -299,7 +305,7 @@ class SubnetManager:
                 latency = round(1000 * (time.monotonic() - received), 3)
                 self.events.emit("filter-installed", switch=port[0], port=port[1], mode=action.mode,
                                  pkey=f"{pkey:#06x}", latency_ms=latency)
-            elif action.kind == "install-invalid":
+            elif action.kind == "install-invalid" and not first:
                 self.events.emit("filter-extended", switch=port[0], port=port[1], pkey=f"{pkey:#06x}")
 
     async def _apply(self, actions: list[Action]) -> None:

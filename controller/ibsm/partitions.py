@@ -25,6 +25,7 @@ from .topology import SECURITY_MODES, Member, Partition, Topology
 
 FULL_MEMBER = 0x8000
 PKEY_BASE = 0x7FFF
+DEFAULT_PKEY = 0x7FFF
 MANAGEMENT_PKEYS = (0xFFFF, 0x7FFF)
 """The default partition, full and limited: MADs (traps, key distribution) travel in it, so every
 valid-P_Key list carries it or a filter policy would cut the SM off from its hosts."""
@@ -154,8 +155,12 @@ def check_partitions(partitions: Sequence[Partition], topo: Topology) -> None:
 
 
 def pkey_tables(topo: Topology, partitions: Iterable[Partition]) -> dict[str, list[int]]:
-    """Each host's P_Key table: ``pkey | 0x8000`` for full members, ``pkey`` for limited ones."""
-    tables: dict[str, dict[int, bool]] = {h.name: {} for h in topo.hosts}
+    """Each host's P_Key table: ``pkey | 0x8000`` for full members, ``pkey`` for limited ones.
+
+    Every host is at least a limited member of the default partition (0x7FFF), whatever the file says:
+    the SM's MADs travel there with 0xFFFF, and a table without it would make the host trap them.
+    """
+    tables: dict[str, dict[int, bool]] = {h.name: {DEFAULT_PKEY: False} for h in topo.hosts}
     for part in partitions:
         for member in part.members:
             if member.guid == "SELF":

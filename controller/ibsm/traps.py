@@ -148,6 +148,10 @@ class TrapHandler:
             report.reason = "no MF extension: cannot trace"
             return
         report.mf = int(notice.mf)
+        if dst_id(report.claimed_source) == dst_id(self.topo.sm_gid):
+            # the SM's own PacketOuts leave the switch unmarked: nothing to trace (and nobody to filter)
+            report.reason = "the offending packet claims to come from the SM: not traced"
+            return
         victim = next(h for h in self.topo.hosts if h.name == report.victim)
         try:
             report.trace = trace(self.topo, self.plan, victim, report.mf)

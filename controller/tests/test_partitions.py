@@ -66,3 +66,10 @@ def test_members_must_exist(fat_tree: Topology) -> None:
         check_partitions(parse_partitions("x=0x3 : 0x42 ;"), fat_tree)
     with pytest.raises(PartitionError, match="P_Key 0x0003 is already x"):
         check_partitions(parse_partitions("x=0x3 : ALL ;\ny=0x8003 : ALL ;"), fat_tree)
+
+
+def test_every_host_keeps_the_default_partition(fat_tree: Topology) -> None:
+    """A file without Default still leaves each host a limited member: the SM's MADs use 0xFFFF."""
+    tables = pkey_tables(fat_tree, parse_partitions("compute=0x0001 : 0x000000fffe000000=full ;"))
+    assert tables["h1"] == [0x7FFF, 0x8001]
+    assert tables["h2"] == [0x7FFF]

@@ -185,3 +185,18 @@ async def test_sm_restart_reconciles_without_duplicates(running: Any, fabric: Fa
         assert len(fabric.entries("s1", entries.INVALID_PKEYS)) == 1
     finally:
         await again.stop()
+
+
+async def test_management_pkey_is_never_filtered(running: Any, fabric: Fabric, tmp_path: Path) -> None:
+    """A trap for the default partition's P_Key (two limited members talking): SIF must not cut the
+    sender's port off the default partition, where the SM's own MADs travel."""
+    run, _ = running
+    h2, h4 = fabric.topo.hosts[1], fabric.topo.hosts[3]
+    assert run.sm.plan.fat_tree is not None
+    mf = run.sm.plan.fat_tree.encode([(0, 1), (1, 0)])  # from h2 (digit 1 on leaf s1, leaf digit 0)
+    key = run.sm.traps.source.keystore.ca_key(h4.guid)
+    fabric.send_from_host("h4", trap_257(fabric.topo, h4, key, bad_pkey=0x7FFF, claimed_gid=h2.gid, mf=mf))
+    await _until(lambda: _events(tmp_path, "filter-refused"))
+    (refused,) = _events(tmp_path, "filter-refused")
+    assert (refused["switch"], refused["port"], refused["reason"]) == ("s1", 2, "management P_Key")
+    assert not fabric.entries("s1", entries.INVALID_PKEYS)

@@ -83,3 +83,14 @@ def test_replay_and_suppression(fat_tree: Topology) -> None:
 
 def test_not_a_mad_is_ignored() -> None:
     assert parse_frame(b"\x00" * 60) is None
+
+
+def test_trap_about_the_sms_own_packets_is_not_traced(fat_tree: Topology) -> None:
+    """The SM's PacketOuts leave unmarked; a trap about them names no attacker (and filters nothing)."""
+    handler, store, _ = _handler(fat_tree)
+    victim = fat_tree.hosts[2]
+    frame = trap_257(fat_tree, victim, store.ca_key(victim.guid), bad_pkey=0xFFFF,
+                     claimed_gid=fat_tree.sm_gid, mf=0)
+    report = handler.handle(parse_frame(frame), "s2", 1)
+    assert report.status == "accepted" and report.trace is None
+    assert "claims to come from the SM" in report.reason
