@@ -54,8 +54,6 @@ FIRST_QPN = 0x100
 QPN_MAX = 0xFFFFFF
 MAX_QPS = 4096  # CM requests from anyone create QPs: the table must not grow without bound
 MAX_UD_PEERS = 1024
-DIRECTION_INITIATOR = 0
-DIRECTION_RESPONDER = 1
 
 
 @dataclass(frozen=True)
@@ -128,12 +126,17 @@ class Adapter:
         )
 
     def partition(self, pkey: int) -> Partition | None:
-        """The table entry a packet's P_Key matches, if any."""
+        """The table entry a received packet's P_Key matches (IBA membership rules), if any."""
         with self._lock:
             exact = self.partitions.get(pkey)
-            if exact is not None:
+            if exact is not None and pkey_matches(exact.pkey, pkey):
                 return exact
             return next((p for p in self.partitions.values() if pkey_matches(p.pkey, pkey)), None)
+
+    def own_partition(self, pkey: int) -> Partition | None:
+        """This port's table entry for ``pkey``'s partition (what a local QP is created in)."""
+        with self._lock:
+            return next((p for p in self.partitions.values() if p.number == pkey & 0x7FFF), None)
 
     def create_qp(
         self,
@@ -144,7 +147,7 @@ class Adapter:
         qkey: int | None = None,
     ) -> QueuePair:
         """A new QP in partition ``pkey``; mode and scope default to the partition's."""
-        partition = self.partition(pkey)
+        partition = self.own_partition(pkey)
         if partition is None:
             raise AdapterError(f"P_Key {pkey:#06x} is not in this port's P_Key table")
         mode = partition.mode if mode is None else mode

@@ -126,7 +126,7 @@ class ManagementAgent:
         """The SM's P_Key table; security settings of partitions already known are kept."""
         table = []
         for pkey in (int(pk) for pk in body.pkeys if pk & 0x7FFF):
-            known = self.adapter.partition(pkey)
+            known = self.adapter.own_partition(pkey)
             table.append(Partition(pkey, known.mode, known.scope) if known else Partition(pkey))
         self.adapter.set_partitions(table)
 
