@@ -24,12 +24,39 @@ Node = PTree | Token
 IR = dict[str, Any]
 
 _V1SWITCH_BLOCKS = ("parser", "verify_checksum", "ingress", "egress", "compute_checksum", "deparser")
-_CHECKSUM_FNS = (
-    "verify_checksum",
-    "update_checksum",
-    "verify_checksum_with_payload",
-    "update_checksum_with_payload",
-)
+_EXTERN_FN_HANDLERS = {
+    "verify": "fn_verify",
+    "mark_to_drop": "fn_mark_to_drop",
+    "clone": "fn_clone",
+    "clone_preserving_field_list": "fn_clone",
+    "clone3": "fn_clone3",
+    "hash": "fn_hash",
+    "random": "fn_random",
+    "digest": "fn_digest",
+    "verify_checksum": "fn_checksum",
+    "update_checksum": "fn_checksum",
+    "verify_checksum_with_payload": "fn_checksum",
+    "update_checksum_with_payload": "fn_checksum",
+    "log_msg": "fn_log_msg",
+    "assert": "fn_assert",
+    "assume": "fn_assert",
+}
+_EXTERN_FN_ARITY = {
+    "verify": 2,
+    "mark_to_drop": 1,
+    "clone": 2,
+    "clone_preserving_field_list": 3,
+    "clone3": 3,
+    "hash": 5,
+    "random": 3,
+    "digest": 2,
+    "verify_checksum": 4,
+    "update_checksum": 4,
+    "verify_checksum_with_payload": 4,
+    "update_checksum_with_payload": 4,
+    "assert": 1,
+    "assume": 1,
+}  # log_msg takes a format and an optional field list
 _UNIT = {"packets": "packets", "bytes": "bytes", "packets_and_bytes": "both"}
 
 
@@ -60,6 +87,18 @@ class Ctx:
     prefix: str = ""  # control-plane name prefix: the block, or the instance path of an inlined sub-control
     stack_next: dict[str, int] | None = None  # parsers: nextIndex of each header stack in the current state
     pre: list[IR] | None = None  # statements a function call inside the current statement's expressions needs
+
+
+@dataclass
+class _ExternCall:
+    """The arguments of one extern function call, for its `fn_<name>` lowering."""
+
+    name: str
+    args: list[Value]
+    nodes: list[Node]
+    targs: list[Type]
+    pos: Pos
+    ctx: Ctx
 
 
 class _StackOutOfBounds(Exception):
@@ -1460,96 +1499,100 @@ class Elaborator:
         return str(v.const)
 
     def extern_fn(self, name: str, nodes: list[Node], targs: list[Type], node: PTree, ctx: Ctx) -> list[IR]:
+        """A call of a v1model/core extern function: checked, then lowered by its `fn_<name>` method."""
         pos = self.pos(node)
-        src = str(pos)
-        args = [self.expr(a, ctx) for a in nodes]
-        if name == "verify":
-            self.arity(args, 2, pos, name)
-            if ctx.kind != "parser":
-                raise type_error(pos, "verify is only available in a parser")
-            cond = self.coerce(args[0], BOOL, nodes[0])
-            if args[1].t != ERROR or args[1].const is None:
-                raise type_error(self.pos(nodes[1]), "verify needs an error constant")
-            return [{"s": "verify", "cond": cond.ir, "error": args[1].const, "src": src}]
-        if name == "mark_to_drop":
-            self.arity(args, 1, pos, name)
-            sm = self.lvalue(args[0], nodes[0])
-            if sm.t != Type("struct", name="standard_metadata_t"):
-                raise type_error(self.pos(nodes[0]), f"mark_to_drop needs standard_metadata, got {sm.t}")
-            return [{"s": "call", "fn": name, "args": [sm.ir], "src": src}]
-        if name == "clone3":
-            self.arity(args, 3, pos, name)
-            return [self.clone3(args, nodes, src)]
-        if name in ("clone", "clone_preserving_field_list"):
-            self.arity(args, 2 if name == "clone" else 3, pos, name)
-            stmt: IR = {
-                "s": "call",
-                "fn": name,
-                "clone_type": self.enum_member(args[0], "CloneType", nodes[0]),
-                "args": [self.coerce(args[1], bit(32), nodes[1]).ir],
-                "src": src,
-            }
-            if name == "clone_preserving_field_list":
-                index = self.coerce(args[2], bit(8), nodes[2]).const
-                if index is None:
-                    raise type_error(self.pos(nodes[2]), "the field list index must be a constant")
-                stmt["field_list"] = self.field_list_paths(self.meta_type, int(index))
-            return [stmt]
-        if name == "hash":
-            self.arity(args, 5, pos, name)
-            result = self.lvalue(args[0], nodes[0])
-            if result.t.k != "bit":
-                raise type_error(self.pos(nodes[0]), f"hash result must be bit<W>, got {result.t}")
-            base = self.coerce(args[2], result.t if args[2].t.k == "infint" else args[2].t, nodes[2])
-            hmax = self.coerce(args[4], bit(32) if args[4].t.k == "infint" else args[4].t, nodes[4])
-            return [
-                {
-                    "s": "call",
-                    "fn": name,
-                    "algorithm": self.enum_member(args[1], "HashAlgorithm", nodes[1]),
-                    "args": [result.ir, base.ir, hmax.ir],
-                    "data": [x.ir for x in self.flatten(args[3], nodes[3])],
-                    "src": src,
-                }
-            ]
-        if name == "random":
-            self.arity(args, 3, pos, name)
-            result = self.lvalue(args[0], nodes[0])
-            if result.t.k != "bit":
-                raise type_error(self.pos(nodes[0]), f"random result must be bit<W>, got {result.t}")
-            lo, hi = (self.coerce(a, result.t, n) for a, n in zip(args[1:], nodes[1:], strict=True))
-            return [{"s": "call", "fn": name, "args": [result.ir, lo.ir, hi.ir], "src": src}]
-        if name == "digest":
-            self.arity(args, 2, pos, name)
-            return [self.digest(args, nodes, targs, src)]
-        if name in _CHECKSUM_FNS:
-            self.arity(args, 4, pos, name)
-            cond = self.coerce(args[0], BOOL, nodes[0])
-            csum = self.lvalue(args[2], nodes[2]) if name.startswith("update") else args[2]
-            if csum.t.k != "bit":
-                raise type_error(self.pos(nodes[2]), f"checksum must be bit<W>, got {csum.t}")
-            return [
-                {
-                    "s": "call",
-                    "fn": name,
-                    "algorithm": self.enum_member(args[3], "HashAlgorithm", nodes[3]),
-                    "args": [cond.ir, csum.ir],
-                    "data": [x.ir for x in self.flatten(args[1], nodes[1])],
-                    "src": src,
-                }
-            ]
-        if name == "log_msg":
-            if not args or args[0].t != STRING:
-                raise type_error(pos, "log_msg needs a format string")
-            data = [x.ir for a, n in zip(args[1:], nodes[1:], strict=True) for x in self.flatten(a, n)]
-            return [{"s": "call", "fn": name, "format": args[0].const, "args": data, "src": src}]
-        if name in ("assert", "assume"):
-            self.arity(args, 1, pos, name)
-            return [{"s": "call", "fn": name, "args": [self.coerce(args[0], BOOL, nodes[0]).ir], "src": src}]
-        raise unsupported(pos, f"extern function {name}")
+        handler_name = _EXTERN_FN_HANDLERS.get(name)
+        if handler_name is None:
+            raise unsupported(pos, f"extern function {name}")
+        call = _ExternCall(name, [self.expr(a, ctx) for a in nodes], nodes, targs, pos, ctx)
+        arity = _EXTERN_FN_ARITY.get(name)
+        if arity is not None:
+            self.arity(call.args, arity, pos, name)
+        stmt: IR = getattr(self, handler_name)(call)
+        return [{**stmt, "src": str(pos)}]
 
-    def clone3(self, args: list[Value], nodes: list[Node], src: str) -> IR:
+    def fn_verify(self, c: _ExternCall) -> IR:
+        if c.ctx.kind != "parser":
+            raise type_error(c.pos, "verify is only available in a parser")
+        cond = self.coerce(c.args[0], BOOL, c.nodes[0])
+        if c.args[1].t != ERROR or c.args[1].const is None:
+            raise type_error(self.pos(c.nodes[1]), "verify needs an error constant")
+        return {"s": "verify", "cond": cond.ir, "error": c.args[1].const}
+
+    def fn_mark_to_drop(self, c: _ExternCall) -> IR:
+        sm = self.lvalue(c.args[0], c.nodes[0])
+        if sm.t != Type("struct", name="standard_metadata_t"):
+            raise type_error(self.pos(c.nodes[0]), f"mark_to_drop needs standard_metadata, got {sm.t}")
+        return {"s": "call", "fn": c.name, "args": [sm.ir]}
+
+    def fn_clone(self, c: _ExternCall) -> IR:
+        stmt: IR = {
+            "s": "call",
+            "fn": c.name,
+            "clone_type": self.enum_member(c.args[0], "CloneType", c.nodes[0]),
+            "args": [self.coerce(c.args[1], bit(32), c.nodes[1]).ir],
+        }
+        if c.name == "clone_preserving_field_list":
+            index = self.coerce(c.args[2], bit(8), c.nodes[2]).const
+            if index is None:
+                raise type_error(self.pos(c.nodes[2]), "the field list index must be a constant")
+            stmt["field_list"] = self.field_list_paths(self.meta_type, int(index))
+        return stmt
+
+    def fn_hash(self, c: _ExternCall) -> IR:
+        args, nodes = c.args, c.nodes
+        result = self.bit_result(args[0], nodes[0], "hash")
+        base = self.coerce(args[2], result.t if args[2].t.k == "infint" else args[2].t, nodes[2])
+        hmax = self.coerce(args[4], bit(32) if args[4].t.k == "infint" else args[4].t, nodes[4])
+        return {
+            "s": "call",
+            "fn": c.name,
+            "algorithm": self.enum_member(args[1], "HashAlgorithm", nodes[1]),
+            "args": [result.ir, base.ir, hmax.ir],
+            "data": [x.ir for x in self.flatten(args[3], nodes[3])],
+        }
+
+    def fn_random(self, c: _ExternCall) -> IR:
+        result = self.bit_result(c.args[0], c.nodes[0], "random")
+        lo, hi = (self.coerce(a, result.t, n) for a, n in zip(c.args[1:], c.nodes[1:], strict=True))
+        return {"s": "call", "fn": c.name, "args": [result.ir, lo.ir, hi.ir]}
+
+    def fn_digest(self, c: _ExternCall) -> IR:
+        return self.digest(c.args, c.nodes, c.targs)
+
+    def fn_checksum(self, c: _ExternCall) -> IR:
+        args, nodes = c.args, c.nodes
+        cond = self.coerce(args[0], BOOL, nodes[0])
+        csum = self.lvalue(args[2], nodes[2]) if c.name.startswith("update") else args[2]
+        if csum.t.k != "bit":
+            raise type_error(self.pos(nodes[2]), f"checksum must be bit<W>, got {csum.t}")
+        return {
+            "s": "call",
+            "fn": c.name,
+            "algorithm": self.enum_member(args[3], "HashAlgorithm", nodes[3]),
+            "args": [cond.ir, csum.ir],
+            "data": [x.ir for x in self.flatten(args[1], nodes[1])],
+        }
+
+    def fn_log_msg(self, c: _ExternCall) -> IR:
+        if not c.args or c.args[0].t != STRING:
+            raise type_error(c.pos, "log_msg needs a format string")
+        data = [x.ir for a, n in zip(c.args[1:], c.nodes[1:], strict=True) for x in self.flatten(a, n)]
+        return {"s": "call", "fn": c.name, "format": c.args[0].const, "args": data}
+
+    def fn_assert(self, c: _ExternCall) -> IR:
+        return {"s": "call", "fn": c.name, "args": [self.coerce(c.args[0], BOOL, c.nodes[0]).ir]}
+
+    def bit_result(self, v: Value, node: Node, what: str) -> Value:
+        """The `out` result argument of hash/random: a bit<W> lvalue."""
+        result = self.lvalue(v, node)
+        if result.t.k != "bit":
+            raise type_error(self.pos(node), f"{what} result must be bit<W>, got {result.t}")
+        return result
+
+    def fn_clone3(self, c: _ExternCall) -> IR:
         """Deprecated clone3(type, session, {fields}): user-metadata fields in the list are preserved."""
+        args, nodes = c.args, c.nodes
         paths = []
         for item in self.flatten(args[2], nodes[2]):
             path: list[str] = []
@@ -1565,7 +1608,6 @@ class Elaborator:
             "clone_type": self.enum_member(args[0], "CloneType", nodes[0]),
             "args": [self.coerce(args[1], bit(32), nodes[1]).ir],
             **({"field_list": paths} if paths else {}),
-            "src": src,
         }
 
     def field_list_paths(self, struct: str, index: int, prefix: tuple[str, ...] = ()) -> list[list[str]]:
@@ -1578,7 +1620,8 @@ class Elaborator:
                 paths.extend(self.field_list_paths(f["type"]["name"], index, path))
         return paths
 
-    def digest(self, args: list[Value], nodes: list[Node], targs: list[Type], src: str) -> IR:
+    def digest(self, args: list[Value], nodes: list[Node], targs: list[Type]) -> IR:
+        """digest<T>(receiver, data): one expression per field of the named struct T."""
         t = targs[0] if targs else args[1].t
         if t.k != "struct":
             raise unsupported(self.pos(nodes[1]), "digest of data that is not a named struct")
@@ -1604,7 +1647,6 @@ class Elaborator:
             "digest": t.name,
             "receiver": receiver,
             "fields": [v.ir for v in values],
-            "src": src,
         }
 
     def extern_method(
