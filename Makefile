@@ -24,8 +24,8 @@ test: setup lint ## run the whole test suite (what CI runs)
 bench: setup bench-dataplane ## benchmarks: print numbers and ratios
 	@for m in $(BENCHES); do echo "== $$m"; $(PY) -m $$m || exit 1; done
 
-demo: setup ## the main job: fat tree, attack, traceback and filtering results
-	@echo "make demo: the end-to-end fabric is not built yet (issue 7)"; exit 1
+demo: setup build ## the main job: fat tree, spoofed flood, traceback, SIF filter and flush; one JSON line last
+	$(PY) -m topologies.demo --target $(TARGET)
 
 # ---- data plane: p4src/ and ptf-tests/ ----------------------------------------------------------------
 P4_SOURCES := $(wildcard p4src/*.p4 p4src/include/*.p4)

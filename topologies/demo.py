@@ -22,9 +22,12 @@ from pathlib import Path
 from typing import Any
 
 import networkx as nx
+from ibsec.agent.control import CommandError
+from ibsm import report
+from ibsm.topology import load_topology
 from scapy.utils import RawPcapReader
 
-from . import picture, run, topofile
+from . import run, topofile
 from .network import FabricError
 
 ROCE_PORT = 4791
@@ -100,8 +103,11 @@ class LegitTraffic(threading.Thread):
         self.result: dict[str, Any] = {}
 
     def run(self) -> None:
-        self.result = self.agent.call("perf", timeout=self.seconds + 30, test="send_lat", qpn=self.qpn,
-                                      size=64, iterations=1_000_000, duration=self.seconds)
+        try:
+            self.result = self.agent.call("perf", timeout=self.seconds + 30, test="send_lat", qpn=self.qpn,
+                                          size=64, iterations=1_000_000, duration=self.seconds)
+        except (OSError, CommandError) as err:  # the connection broke: legitimate traffic lost
+            self.result = {"error": str(err)}
 
 
 def flood_argv(fabric_run: run.FabricRun, roles: Roles, rate: int, seconds: float) -> list[str]:
@@ -111,6 +117,12 @@ def flood_argv(fabric_run: run.FabricRun, roles: Roles, rate: int, seconds: floa
             "--src-gid", fabric_run.gid(roles.claimed),
             "--pkey", hex(BAD_PKEY), "--rate", str(rate), "--duration", str(seconds),
             "--count", str(int(rate * seconds))]
+
+
+def uplinks(fabric: Any, switch: str) -> list[int]:
+    """The ports of ``switch`` that lead to other switches."""
+    return [link.a[1] if link.a[0] == switch else link.b[1] for link in fabric.links() if switch in
+            (link.a[0], link.b[0])]
 
 
 def attack_times(pcap: Path) -> list[float]:
@@ -134,6 +146,8 @@ def run_demo(options: run.RunOptions, rate: int, seconds: float, say: Narrator) 
         qpn = connect_legit(fabric_run, roles)
         say.say(f"{roles.peer} -> {roles.victim}: RC connection in mode "
                 f"{fabric_run.partitions[0].security}, legitimate ping-pong running")
+        baseline = fabric_run.agents[roles.peer].call("perf", test="send_lat", qpn=qpn, size=64,
+                                                      iterations=1_000_000, duration=1.5)
         legit = LegitTraffic(fabric_run.agents[roles.peer], qpn, seconds + 2)
         legit.start()
         time.sleep(1.0)
@@ -159,26 +173,29 @@ def run_demo(options: run.RunOptions, rate: int, seconds: float, say: Narrator) 
         run_dir = fabric_run.run_dir
         target = fabric_run.target.name
     say.say("fabric torn down; reading the pcaps")
-    return summarize(fabric, run_dir, target, roles, trace, installed, flushed, legit.result, victim_counters)
+    return summarize(fabric, run_dir, target, roles, trace, installed, flushed, legit.result, victim_counters,
+                     baseline)
 
 
 def summarize(fabric: Any, run_dir: Path, target: str, roles: Roles, trace: dict[str, Any],
               installed: dict[str, Any], flushed: dict[str, Any], legit: dict[str, Any],
-              victim_counters: dict[str, Any]) -> dict[str, Any]:
+              victim_counters: dict[str, Any], baseline: dict[str, Any]) -> dict[str, Any]:
     hosts = {h.name: h for h in fabric.hosts()}
     attacker, victim = hosts[roles.attacker], hosts[roles.victim]
     sent = attack_times(run_dir / "pcaps" / f"{attacker.switch}-{attacker.port}_in.pcap")
+    forwarded = sorted(t for port in uplinks(fabric, attacker.switch)
+                       for t in attack_times(run_dir / "pcaps" / f"{attacker.switch}-{port}_out.pcap"))
     reached = attack_times(run_dir / "pcaps" / f"{victim.switch}-{victim.port}_out.pcap")
     filter_at = float(installed["wall"])
-    after = [t for t in reached if t > filter_at]
+    forwarded_after = [t for t in forwarded if t > filter_at]
+    # one flow, one path, FIFO queues: the victim gets the forwarded frames in order, so any frame beyond
+    # those the attacker's switch let through before the filter is one that got through after it
+    after = max(0, len(reached) - (len(forwarded) - len(forwarded_after)))
     done = legit.get("iterations", 0)
     lost = legit.get("lost", 0)
-    path = [roles.attacker, *nx.shortest_path(fabric.graph, attacker.switch, victim.switch), roles.victim]
-    view = picture.TracebackView(roles.attacker, roles.claimed, roles.victim, trace.get("traced_switch"),
-                                 trace.get("traced_port"), path)
-    png = picture.draw(fabric, view, run_dir / "traceback.png",
-                       f"{fabric.name}: flood from {roles.attacker} claiming {roles.claimed}, traced to "
-                       f"{trace.get('traced_switch')} port {trace.get('traced_port')} from one packet")
+    png = run_dir / "traceback.png"
+    rows = report.tracebacks(run_dir / "events.jsonl")
+    report.draw(load_topology(run_dir / "topology.json"), rows[-1] if rows else None, png)
     summary = {
         "topology": fabric.name,
         "target": target,
@@ -192,9 +209,12 @@ def summarize(fabric: Any, run_dir: Path, target: str, roles: Roles, trace: dict
         "first_attack_to_filter_ms": round((filter_at - sent[0]) * 1000, 1) if sent else None,
         "attack_packets_sent": len(sent),
         "attack_packets_reaching_victim": len(reached),
-        "attack_packets_reaching_victim_after_filter": len(after),
+        "attack_packets_forwarded_after_filter": len(forwarded_after),
+        "attack_packets_reaching_victim_after_filter": after,
         "victim_bad_pkey_drops": victim_counters.get("drops", {}).get("bad_pkey"),
-        "legit_delivery_ratio": round(done / (done + lost), 4) if done + lost else None,
+        "legit_delivery_ratio": round(done / (done + lost), 4) if done + lost else 0.0,
+        "legit_error": legit.get("error"),
+        "legit_median_latency_us_before": round(baseline.get("median_us", 0.0), 1),
         "legit_median_latency_us": round(legit.get("median_us", 0.0), 1),
         "filter_flushed": flushed.get("switch") == trace.get("traced_switch")
         and flushed.get("port") == trace.get("traced_port"),
@@ -217,10 +237,12 @@ def account(s: dict[str, Any]) -> str:
         f"   The SM traced {s['packets_to_trace']} packet's marking field to {s['traced_host']} on "
         f"{s['traced_switch']} port {s['traced_port']}: {right}.",
         f"   The filter went up {s['first_attack_to_filter_ms']} ms after the first attack packet; "
-        f"{s['attack_packets_reaching_victim']} attack packets reached {s['victim']}, "
-        f"{s['attack_packets_reaching_victim_after_filter']} of them after the filter.",
+        f"{s['attack_packets_reaching_victim']} attack packets reached {s['victim']} (those already in "
+        f"flight), {s['attack_packets_reaching_victim_after_filter']} got through after the filter; "
+        f"{s['attacker']}'s switch forwarded {s['attack_packets_forwarded_after_filter']} after it.",
         f"   Legitimate encrypted traffic kept flowing: delivery ratio {s['legit_delivery_ratio']}, median "
-        f"one-way latency {s['legit_median_latency_us']} us.",
+        f"one-way latency {s['legit_median_latency_us']} us (before the attack "
+        f"{s['legit_median_latency_us_before']} us).",
         f"   After the flood the filter was {'flushed' if s['filter_flushed'] else 'NOT flushed'} "
         f"(active {s['filter_active_s']} s): the port is back to no lookups.",
         f"   Picture: {s['picture']}; events: {s['run_dir']}/events.jsonl; pcaps: {s['run_dir']}/pcaps/",

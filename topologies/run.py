@@ -65,6 +65,8 @@ class RunOptions:
     run_dir: Path | None = None
     verbose: bool = False
     sm_args: tuple[str, ...] = field(default_factory=tuple)
+    # software switches on a shared 2-core machine add milliseconds per hop: RC needs patience
+    agent_args: tuple[str, ...] = ("--ack-timeout", "0.25", "--retries", "12")
 
     def build_fabric(self) -> Fabric:
         return fabrics.build(self.fabric, k=self.k, levels=self.levels, hosts_per_leaf=self.hosts_per_leaf,
@@ -164,12 +166,14 @@ class FabricRun:
         topofile.write_json(self.topology_file, doc)
         self.net.start()
         self._provision_keys()
-        if self.options.sm:
-            self._start_sm(program)
         for name in self.options.agents if self.options.agents is not None else self.hosts:
             self._start_agent(self.hosts[name])
         self._record()
-        self._wait_agents()
+        self._wait_agents()  # before the SM, so its first key deliveries find every agent listening
+        if self.options.sm:
+            self._start_sm(program)
+            self.wait_event(lambda e: e.get("event") == "fabric-ready", SM_READY_TIMEOUT,
+                            what="the SM to program every switch")
 
     def stop(self) -> None:
         """Stop everything this run started, in reverse order, whatever state it is in."""
@@ -198,7 +202,7 @@ class FabricRun:
         topofile.write_json(self.run_dir / PROCESSES_FILE, doc)
 
     def _provision_keys(self) -> None:
-        """CA_SK per host, in the SM's key database and in each host's own 0600 file (DESIGN section 5)."""
+        """CA_SK per host: the SM's key database and each host's own 0600 file (DESIGN section 5)."""
         store = keys.KeyStore()
         for host in self.hosts.values():
             guid = addressing.host_guid(host.index)
@@ -209,15 +213,12 @@ class FabricRun:
     def _start_sm(self, program: network.Program) -> None:
         argv = [sys.executable, "-m", "ibsm.cli", "run", "--topology", str(self.topology_file),
                 "--policy", self.options.policy, "--p4info", str(program.p4info),
-                "--config", str(program.json),
-                "--keys", str(self.key_file("sm")), "--events", str(self.events_file),
-                "--log", str(self.run_dir / "logs" / "sm.log"),
+                "--config", str(program.json), "--keys", str(self.key_file("sm")),
                 "--quiet-period", str(self.options.quiet_period), *self.options.sm_args]
         with open(self.run_dir / "logs" / "sm.out", "ab") as out:
             self.sm = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                        start_new_session=True)
-        self.wait_event(lambda e: e.get("event") in ("fabric-ready", "ready"), SM_READY_TIMEOUT,
-                        what="the SM to program the fabric")
+        self._record()
 
     def _start_agent(self, host: HostInfo) -> None:
         assert self.net is not None
@@ -225,7 +226,7 @@ class FabricRun:
         argv = [sys.executable, "-m", "ibsec.agent.daemon", "--name", host.name,
                 "--iface", self.net.host_iface(host.name), "--run-dir", str(self.run_dir),
                 "--subnet", str(topofile.SUBNET), "--lid", str(addressing.host_lid(host.index)),
-                "--keys", str(self.key_file(host.name)), "--control", str(control)]
+                "--keys", str(self.key_file(host.name)), "--control", str(control), *self.options.agent_args]
         if self.options.sm:
             argv += ["--sm-gid", topofile.sm_gid()]
         else:
