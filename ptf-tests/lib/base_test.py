@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import grpc
 import ptf
 from finsy.proto import p4r
 from p4info_helper import Match, P4InfoHelper, decode, encode
@@ -65,10 +66,17 @@ class P4RuntimeTest(BaseTest):
         self._undo.append((p4r.Update.MODIFY, previous))
 
     def undo_writes(self) -> None:
-        """Undo every recorded write, newest first (entries before the groups they point to)."""
+        """Undo every recorded write, newest first (entries before the groups they point to). One failed
+        undo does not stop the others, so the next test still starts from a clean switch."""
+        failures: list[grpc.RpcError] = []
         while self._undo:
             update_type, entity = self._undo.pop()
-            self.client.write(update_type, entity)
+            try:
+                self.client.write(update_type, entity)
+            except grpc.RpcError as err:
+                failures.append(err)
+        if failures:
+            raise failures[0]
 
     # ---- tables -----------------------------------------------------------------------------------------
 
