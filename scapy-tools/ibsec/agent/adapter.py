@@ -118,7 +118,13 @@ class Adapter:
     # ------------------------------------------------------------------ partitions and QPs
 
     def set_partitions(self, partitions: list[Partition]) -> None:
-        """Replace the P_Key table (from the file or the SM's vendor MAD)."""
+        """Replace the P_Key table (from the file or the SM's vendor MAD).
+
+        The default partition (0xFFFF, full member, mode 0) always stays, as OpenSM keeps it in every
+        port's table: management (CM, the SM's MADs, traps) travels in it.
+        """
+        if not any(p.number == DEFAULT_PKEY & 0x7FFF for p in partitions):
+            partitions = [Partition(DEFAULT_PKEY), *partitions]
         with self._lock:
             self.partitions = {p.pkey: p for p in partitions}
         log.info(

@@ -91,9 +91,9 @@ def test_sm_vendor_mads_set_keys_and_pkeys_only_when_authentic_and_fresh(loop: L
         keys.WRAPPED_KEY_LEN
     )  # never echoes the key
 
-    table = layers.PKeyTable(pkeys=[0xFFFF, new_pkey])
+    table = layers.PKeyTable(pkeys=[new_pkey])
     a.receive(_vendor_frame(layers.VendorAttr.PKEY_TABLE, table, ca_sk, a.gid, tid=11))
-    assert sorted(a.partitions) == [new_pkey, 0xFFFF]
+    assert sorted(a.partitions) == [new_pkey, 0xFFFF]  # the default partition always stays
 
     forged_key = keys.Key.generate(keys.KeyType.CA_SK, ca_sk.owner)
     a.receive(
