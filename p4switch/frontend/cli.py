@@ -65,11 +65,24 @@ def _define(text: str) -> tuple[str, str]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="p4switch-cc", description="Compile P4_16 (v1model) for p4switch.")
-    ap.add_argument("program", type=Path)
-    ap.add_argument("-o", "--output", type=Path, help="IR JSON output (default: PROGRAM.json)")
-    ap.add_argument("--p4runtime-files", type=Path, help="P4Info output (.txt/.txtpb text, .json, .bin)")
-    ap.add_argument("-I", dest="include", action="append", type=Path, default=[], help="include directory")
-    ap.add_argument("-D", dest="define", action="append", default=[], help="NAME=VALUE macro definition")
+    ap.add_argument("program", type=Path, metavar="PROGRAM.p4", help="P4_16 source for v1model")
+    ap.add_argument(
+        "-o", "--output", type=Path, metavar="PROGRAM.json", help="IR JSON output (default: PROGRAM.json)"
+    )
+    ap.add_argument(
+        "--p4runtime-files", type=Path, metavar="P4INFO", help="P4Info output (.txt/.txtpb text, .json, .bin)"
+    )
+    ap.add_argument(
+        "-I", dest="include", action="append", type=Path, default=[], metavar="DIR", help="include directory"
+    )
+    ap.add_argument(
+        "-D",
+        dest="define",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="NAME=VALUE macro definition",
+    )
     ap.add_argument("--arch", default="v1model", help="architecture (only v1model)")
     ap.add_argument("--std", default="p4-16", help="language (only p4-16)")
     ap.add_argument("--p4v", default="16", help="language version, as p4c-bm2-ss (only 16)")
