@@ -18,10 +18,10 @@ import finsy as fy
 import pytest
 from ibsec import keys
 from ibsm import entries
+from ibsm.lab import flood_frame, trap_257
 from ibsm.topology import load_topology
 
 from .conftest import DATA
-from .macs import flood_frame, trap_257
 from .processes import ROOT, ProcessFabric, process_fabric
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="veth interfaces need root")

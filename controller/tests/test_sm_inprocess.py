@@ -19,12 +19,11 @@ from ibsec.agent.adapter import Adapter, AgentConfig
 from ibsm import entries
 from ibsm.core import SmOptions, SubnetManager
 from ibsm.events import read_events
+from ibsm.lab import Fabric, ca_keys, flood_frame, inprocess_fabric, trap_257
 from ibsm.sif import SifOptions
 from ibsm.traps import TrapOptions
 
 from .conftest import DATA
-from .inprocess import Fabric, inprocess_fabric
-from .macs import ca_keys, flood_frame, trap_257
 
 FAST = SmOptions(run_dir=Path("."), sif=SifOptions(quiet_period=1.0, poll_interval=0.1),
                  traps=TrapOptions(suppress_window=0.3))

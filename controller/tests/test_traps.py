@@ -6,10 +6,10 @@ import random
 
 from ibsec import keys
 from ibsm.fabric import plan_fabric
+from ibsm.lab import ca_keys, trap_257
 from ibsm.topology import Topology
 from ibsm.traps import MadSource, TrapHandler, TrapOptions, parse_frame
 
-from .macs import ca_keys, trap_257
 from .test_fabric import _walk
 
 

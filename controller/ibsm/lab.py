@@ -1,14 +1,16 @@
-"""A whole fabric in this process: one p4switch P4Runtime server per switch, links wired in memory.
+"""A whole fabric in this process, for tests and benchmarks of the SM: software switches wired in memory.
 
-Each switch is the software target's own device and gRPC service (the same code as the `p4switch`
+Each switch is the software target's own device and P4Runtime gRPC service (the code of the `p4switch`
 process, without AF_PACKET ports): a frame a switch sends on a linked port goes straight into the peer
-switch; a frame sent on a host port lands in that host's queue. Fast enough for unit tests of the SM's
-P4Runtime behaviour; the same tests' scenarios run against real processes in test_processes.py.
+switch; a frame sent on a host port goes to that host's receiver (an in-process host agent) or queue.
+The SM talks to it over real gRPC exactly as to `p4switch` processes. Also here: frames as a host agent
+builds them (traps signed with a CA key, P_Key floods with a forged source), for tests and benchmarks.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import logging
 import queue
@@ -18,14 +20,23 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from ibsm.topology import Topology, load_topology
+from ibsec import addressing, keys, layers, mad_auth
+from ibsec.agent.frames import Builder
+from scapy.layers.inet import UDP
+from scapy.layers.inet6 import IPv6
+from scapy.layers.l2 import Ether
+from scapy.packet import Packet, Raw
 
 from p4switch.runtime.device import Device
 from p4switch.runtime.server import P4RuntimeService, serve
 
+from .topology import Host, Topology, load_topology
+
 
 @dataclass
 class Fabric:
+    """The in-process switches of a topology and where frames to hosts go."""
+
     topo: Topology
     path: Path
     devices: dict[str, Device]
@@ -92,3 +103,49 @@ def inprocess_fabric(source: Path, workdir: Path) -> Iterator[Fabric]:
         for server, service in servers.values():
             service.close()
             server.stop(grace=None).wait(5)
+
+
+# -------------------------------------------------------------------------------------------------------
+# frames as host agents build them
+# -------------------------------------------------------------------------------------------------------
+
+_tids = itertools.count(1000)
+
+
+def ca_keys(topo: Topology) -> keys.KeyStore:
+    store = keys.KeyStore()
+    for host in topo.hosts:
+        store.enroll(host.guid)
+    return store
+
+
+def trap_257(topo: Topology, victim: Host, key: keys.Key, *, bad_pkey: int, claimed_gid: str, mf: int,
+             tid: int | None = None) -> bytes:
+    """The frame ``victim``'s agent sends to the SM after a packet with ``bad_pkey`` from ``claimed_gid``."""
+    notice = layers.Notice(
+        is_generic=1, type=layers.NoticeType.SECURITY, producer_type=layers.PRODUCER_CA,
+        trap_number=layers.TRAP_BAD_PKEY, issuer_lid=victim.lid,
+        data_details=layers.Ntc257258(lid1=0, lid2=victim.lid, key=bad_pkey, qp1=0, qp2=1, gid1=claimed_gid,
+                                      gid2=victim.gid),
+        issuer_gid=victim.gid, recv_port=1, mf=mf)
+    return sealed_mad(topo, victim, key, layers.MAD(
+        mgmt_class=layers.MgmtClass.SUBN_LID, method=layers.Method.TRAP, attribute_id=layers.ATTR_NOTICE,
+        transaction_id=next(_tids) if tid is None else tid) / layers.SMP() / notice)
+
+
+def sealed_mad(topo: Topology, sender: Host, key: keys.Key, mad: Packet) -> bytes:
+    mac = bytes.fromhex(addressing.guid_to_mac(sender.guid).replace(":", ""))
+    builder = Builder(mac, addressing.parse_gid(sender.gid).to_bytes())
+    payload = mad_auth.seal(key.material, bytes(mad)[: layers.MAD_LEN], sender.gid)
+    return builder.mad_frame(topo.sm_gid, 0xFFFF, payload)
+
+
+def flood_frame(topo: Topology, claimed: str, victim: str, pkey: int) -> bytes:
+    """One packet of a P_Key flood: a UD SEND with ``pkey`` whose source GID is forged as ``claimed``'s."""
+    hosts = {h.name: h for h in topo.hosts}
+    return bytes(Ether(src=addressing.guid_to_mac(hosts[claimed].guid),
+                       dst=addressing.guid_to_mac(hosts[victim].guid))
+                 / IPv6(src=hosts[claimed].gid, dst=hosts[victim].gid)
+                 / UDP(sport=0xC000, dport=4791)
+                 / layers.BTH(opcode=0x64, pkey=pkey, dqpn=0x10, psn=1)
+                 / layers.DETH(qkey=0x1111, srcqp=2) / Raw(b"x" * 16))
