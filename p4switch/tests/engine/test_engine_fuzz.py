@@ -5,6 +5,7 @@ frame is counted, none raises."""
 from __future__ import annotations
 
 import json
+import logging
 import random
 import time
 from collections.abc import Iterator
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from p4switch.engine.api import ActionCall, Exact, Lpm, Switch, TableEntry
+from p4switch.engine.api import TRACE, ActionCall, Exact, Lpm, Switch, TableEntry
 from p4switch.engine.bench import main_p4_switch, rocev2_frame
 from p4switch.frontend.cli import compile_file
 from p4switch.tests.engine.irbuild import PROGRAMS
@@ -96,3 +97,32 @@ def test_fuzz_main_p4_with_mutated_rocev2_frames() -> None:
     switch = main_p4_switch()
     seeds = [rocev2_frame(128), rocev2_frame(300), b"\x00\x02" + rocev2_frame(100), frame()]
     fuzz(switch, seeds, 40_000, deadline, ports=(0, 1, 2, 255))
+
+
+class FormattingHandler(logging.Handler):
+    """Formats every record (as a file handler would), so a bad trace format string shows up."""
+
+    def __init__(self) -> None:
+        super().__init__(level=TRACE)
+        self.lines = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        record.getMessage()
+        self.lines += 1
+
+
+def test_fuzz_with_trace_logging_on() -> None:
+    """Trace lines are formatted for every kind of frame without an internal error."""
+    log = logging.getLogger("p4switch.test.fuzz_trace")
+    log.propagate = False
+    log.setLevel(TRACE)
+    handler = FormattingHandler()
+    log.addHandler(handler)
+    try:
+        switch = main_p4_switch()
+        switch.log = log
+        seeds = [rocev2_frame(128), b"\x00\x02" + rocev2_frame(100), frame()]
+        fuzz(switch, seeds, 3_000, time.monotonic() + TIME_LIMIT, ports=(0, 1, 255))
+        assert handler.lines > 3_000
+    finally:
+        log.removeHandler(handler)
