@@ -1140,6 +1140,8 @@ class Elaborator:
         src = self.src(node)
         if d == "block":
             return self.block(node, ctx)
+        if d == "annotated_block":  # @atomic { ... }: every block runs atomically in p4switch
+            return self.block(node.children[1], ctx)
         if d == "empty_stmt":
             return []
         if d in ("exit_stmt", "return_stmt") and ctx.kind == "parser":

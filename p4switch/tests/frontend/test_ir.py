@@ -374,3 +374,10 @@ def test_stack_next_and_last_unroll_the_parser_loop() -> None:
     overflow = states["parse_srcRouting@3"]
     assert overflow["body"][0]["s"] == "verify" and overflow["body"][0]["error"] == "StackOutOfBounds"
     assert overflow["transition"] == {"kind": "goto", "next": "reject"}
+
+
+def test_annotated_block_statement(ingress: Callable[[str], Compiled]) -> None:
+    prog = ingress(
+        "    register<bit<8>>(1) r;\n    apply { @atomic { r.read(meta.m8, 0); r.write(0, meta.m8 + 1); } }"
+    )
+    assert [s["method"] for s in apply_body(prog)] == ["read", "write"]
