@@ -176,6 +176,16 @@ class Adapter:
             self.qps[qpn] = qp
         return qp
 
+    def destroy_qp(self, qp: QueuePair) -> None:
+        """Forget a QP and its session key (a later frame for it counts as ``no_qp``)."""
+        with self._lock:
+            self.qps.pop(qp.qpn, None)
+        if qp.security is not None and qp.security.cache_id is not None:
+            with self._skc_lock:
+                self.skc.remove(qp.security.cache_id)
+        self._fail(qp, "destroyed")
+        log.info("QP %#x destroyed", qp.qpn)
+
     def list_qps(self) -> list[QueuePair]:
         """A snapshot of the QPs (the control socket lists them while traffic adds more)."""
         with self._lock:

@@ -156,6 +156,7 @@ class ConnectionManager:
                 remote_psn,
             )
             ad.connected(qp, pending.remote_gid, remote_qpn, security)
+            qp.comm_ids = (comm_id, reply.local_comm_id)
             rtu = layers.CmRtu(local_comm_id=comm_id, remote_comm_id=reply.local_comm_id)
             ad.transmit(
                 ad.builder.mad_frame(
@@ -195,6 +196,10 @@ class ConnectionManager:
             self._answer(src_gid, body.remote_comm_id, None, f"REJ reason {body.reason}")
         elif attr == layers.CmAttr.RTU:
             self.adapter.counters.bump("cm_rtu")
+        elif attr == layers.CmAttr.DREQ and isinstance(body, layers.CmDreq):
+            self._on_disconnect(src_gid, view, body)
+        elif attr == layers.CmAttr.DREP and isinstance(body, layers.CmDrep):
+            self._answer(src_gid, body.remote_comm_id, body, None)
         else:
             self.adapter.counters.drop(Drop.MALFORMED)
 
@@ -274,8 +279,9 @@ class ConnectionManager:
         mine = layers.IbsecPrivateData(secmode=mode, n0=n0)
         if service is Service.RC:
             ad.connected(qp, src_gid, remote_qpn, security)
+            qp.comm_ids = (int.from_bytes(os.urandom(4), "big"), comm_id)
             rep = layers.CmRep(
-                local_comm_id=int.from_bytes(os.urandom(4), "big"),
+                local_comm_id=qp.comm_ids[0],
                 remote_comm_id=comm_id,
                 local_qpn=qp.qpn,
                 starting_psn=qp.next_psn & PSN_MASK,
@@ -321,6 +327,42 @@ class ConnectionManager:
                 raise Refused(f"QP {wanted:#x} is not a UD QP with mode {mode} and {scope.value} keys")
             return qp
         return self.adapter.create_qp(service, pkey, mode, scope)
+
+    def disconnect(self, qp: QueuePair, timeout: float) -> bool:
+        """DREQ to the peer of an RC QP, wait for DREP (retried), then destroy the QP either way.
+
+        Returns whether the peer confirmed. Destroying forgets the QP and its session key.
+        """
+        if qp.service is not Service.RC or qp.comm_ids is None or qp.remote_gid is None:
+            self.adapter.destroy_qp(qp)
+            return False
+        local, remote = qp.comm_ids
+        pending = Pending(qp, qp.remote_gid, b"", None)
+        with self._lock:
+            self._pending[local] = pending
+        dreq = layers.CmDreq(local_comm_id=local, remote_comm_id=remote, remote_qpn_eecn=qp.remote_qpn or 0)
+        frame = self.adapter.builder.mad_frame(qp.remote_gid, qp.partition.pkey,
+                                               bytes(self._mad(layers.CmAttr.DREQ, dreq)))
+        try:
+            for _ in range(CM_RETRIES):
+                self.adapter.transmit(frame)
+                if pending.done.wait(timeout / CM_RETRIES):
+                    break
+        finally:
+            with self._lock:
+                self._pending.pop(local, None)
+            self.adapter.destroy_qp(qp)
+        return pending.done.is_set()
+
+    def _on_disconnect(self, src_gid: str, view: frames.View, body: Packet) -> None:
+        """DREQ: destroy the QP it names (if it is still there) and answer DREP in any case."""
+        ad = self.adapter
+        qp = next((q for q in ad.list_qps() if q.comm_ids is not None and q.comm_ids[0] == body.remote_comm_id
+                   and q.remote_gid == src_gid), None)
+        if qp is not None:
+            ad.destroy_qp(qp)
+        drep = layers.CmDrep(local_comm_id=body.remote_comm_id, remote_comm_id=body.local_comm_id)
+        ad.transmit(ad.builder.mad_frame(src_gid, view.pkey, bytes(self._mad(layers.CmAttr.DREP, drep))))
 
     @staticmethod
     def _sk_owner(initiator_gid: str, initiator_qpn: int, target_gid: str) -> tuple[int, int, int]:

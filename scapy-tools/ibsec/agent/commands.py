@@ -67,6 +67,7 @@ class Commands:
         snapshot: dict[str, Any] = dict(self.adapter.counters.snapshot())
         stats = self.adapter.skc.stats
         snapshot["skc"] = {
+            "stored": len(self.adapter.skc),
             "hits": stats.hits,
             "prefetch_hits": stats.prefetch_hits,
             "misses": stats.misses,
@@ -106,6 +107,11 @@ class Commands:
             _opt_int(args, "remote_qpn"),
         )
         return qp.describe()
+
+    def cmd_disconnect(self, args: dict[str, Any], progress: Progress) -> Any:
+        """DREQ/DREP: tear an RC connection down on both ends (its session key is forgotten)."""
+        qp = self.adapter.qp(int(args["qpn"]))
+        return {"qpn": qp.qpn, "confirmed": self.adapter.cm.disconnect(qp, _timeout(args, 2.0))}
 
     def cmd_serve(self, args: dict[str, Any], progress: Progress) -> Any:
         """Make a QP echo every received message back to its sender (the ib_send_lat server side)."""

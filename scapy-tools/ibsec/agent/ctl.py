@@ -49,6 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--qpn", type=_int, help="UD: the local QP to resolve from (default: a new one)")
     p.add_argument("--remote-qpn", type=_int, help="UD: the remote QP to resolve")
     _security_options(p)
+    p = sub.add_parser("disconnect", help="DREQ/DREP: tear down an RC connection")
+    p.add_argument("qpn", type=_int)
     p = sub.add_parser("serve", help="echo every message received on a QP (ib_send_lat server)")
     p.add_argument("qpn", type=_int)
     p = sub.add_parser("send", help="SEND a message")

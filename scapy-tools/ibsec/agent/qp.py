@@ -127,6 +127,7 @@ class QueuePair:
     last_ack: bytes | None = None  # cumulative ACK, re-sent as is for duplicates (no new nonce)
     peers: dict[tuple[str, int], UdPeer] = field(default_factory=dict)
     echo: bool = False
+    comm_ids: tuple[int, int] | None = None  # RC: (our CM communication id, the peer's), for DREQ/DREP
     recv_queue: deque[tuple[bytes, dict[str, Any]]] = field(
         default_factory=lambda: deque(maxlen=RECV_QUEUE_DEPTH)
     )

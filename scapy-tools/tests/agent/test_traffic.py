@@ -189,3 +189,19 @@ def test_logs_and_replies_never_carry_key_bytes(pair: Pair) -> None:
 
 def _qp(agent: Agent, qpn: int) -> dict[str, int]:
     return next(q for q in agent.call("qps") if q["qpn"] == qpn)
+
+
+def test_disconnect_tears_down_both_ends_and_forgets_the_session_key(pair: Pair) -> None:
+    qpn, remote = rc_pair(pair.a, pair.b, 2, "session")
+    pair.a.call("send", qpn=qpn, data="bye")
+    assert pair.b.call("recv", qpn=remote, timeout=5)["data_hex"] == b"bye".hex()
+    stored = pair.a.counters()["skc"]["stored"], pair.b.counters()["skc"]["stored"]
+    assert pair.a.call("disconnect", qpn=qpn)["confirmed"]
+    assert qpn not in {q["qpn"] for q in pair.a.call("qps")}
+    assert wait_for(lambda: remote not in {q["qpn"] for q in pair.b.call("qps")})
+    assert (pair.a.counters()["skc"]["stored"], pair.b.counters()["skc"]["stored"]) == (
+        stored[0] - 1,
+        stored[1] - 1,
+    )
+    with pytest.raises(CommandError, match="no QP"):
+        pair.a.call("send", qpn=qpn, data="too late")
