@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import random
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -235,3 +236,31 @@ def test_config_without_keys_refuses_secure_connections_cleanly(tmp_path: Path) 
     qp = adapter.create_qp(Service.RC, 0xFFFF, 2, Scope.PARTITION)
     with pytest.raises(Exception, match="no P_SK"):
         adapter.security_for(qp, addressing.host_gid(1, 1), 0x100, None, True, (bytes(12), bytes(12)), 0)
+
+
+def test_bad_pkey_traps_come_once_per_window_and_again_after_it(tmp_path: Path) -> None:
+    link = Loopback(tmp_path, sm_gid=SM_GID, trap_window=0.3)
+    try:
+        a, b = link.adapters
+        flood = Builder(a.config.mac, gid_bytes(a.gid))
+        frame = transport.seal(flood.plain(b.gid, "UD_SEND_ONLY", 0x7BAD, 0x100, 0, b"x", deth=(0, 0x100)),
+                               None, transport.Sender(transport.Mode.NONE))
+        sm_mac = mac_of(gid_bytes(SM_GID))
+
+        def traps() -> list[Ether]:
+            return [Ether(f) for f in link.frames if f[:6] == sm_mac]
+
+        for _ in range(50):
+            b.receive(frame)
+        assert len(traps()) == 1
+        time.sleep(0.35)
+        for _ in range(50):
+            b.receive(frame)
+        found = traps()
+        assert len(found) == 2 and b.counters.snapshot()["drops"]["bad_pkey"] == 100
+        for trap in found:
+            notice = mad_auth.verify_packet(link.ca_keys[1].material, trap)[layers.Notice]
+            assert notice.trap_number == 257 and notice.data_details.key == 0x7BAD
+        assert found[0][layers.MAD].transaction_id < found[1][layers.MAD].transaction_id
+    finally:
+        link.close()
