@@ -14,7 +14,7 @@ from base_test import P4RuntimeTest
 from ibsec import icrc
 from ibsec.addressing import MF_BITS, MF_MAX, MF_MSB, gid_to_int, make_gid, mf_get, mf_set
 from ibsec.layers import AETH, BTH, DETH, MAD, RETH, STH, ImmDt, Method, MgmtClass
-from ibsec.marking import LEVEL_BITS, SLOT_AREA_BITS, FatTreeLayout, Kind, PortEntry
+from ibsec.marking import FatTreeLayout, Kind, PortEntry
 from p4constants import const
 from ptf import testutils
 from ptf.mask import Mask
@@ -44,13 +44,6 @@ def dst_id(address: str) -> int:
     return gid_to_int(address) & ((1 << 80) - 1)
 
 
-def down_port_operands(layout: FatTreeLayout, level: int, digit: int) -> tuple[int, int]:
-    """(mark_mask, mark_value) for a fat-tree down-port: the slot of ``level`` plus the level field."""
-    slot = ((1 << layout.slot_bits) - 1) << (level * layout.slot_bits)
-    level_field = ((1 << LEVEL_BITS) - 1) << SLOT_AREA_BITS
-    return slot | level_field, layout.mark(0, level, digit)
-
-
 class IbsecTest(P4RuntimeTest):
     """Base of every data-plane test of p4src/main.p4."""
 
@@ -75,8 +68,8 @@ class IbsecTest(P4RuntimeTest):
 
     def add_down_port(self, port: int, layout: FatTreeLayout, level: int, digit: int) -> None:
         """A fat-tree down-port of a level-``level`` switch, numbered ``digit`` by the SM."""
-        mask, value = down_port_operands(layout, level, digit)
-        self.add_port_roles_table_entry(port, "mark_down_port", mark_mask=mask, mark_value=value)
+        entry = layout.down_port_entry(level, digit)
+        self.add_port_roles_table_entry(port, "mark_down_port", mark_mask=entry.mask, mark_value=entry.addend)
 
     # ---- partitions -------------------------------------------------------------------------------------
 
