@@ -861,7 +861,7 @@ class Codegen:
         o.line(f"def {fn}({sc.names['$args']}, L{params}):")
         o.indent()
         if a["params"]:
-            shown = ", ".join(f"{p['name']}=%d" for p in a["params"])
+            shown = ", ".join(f"{p['name']}:%#x" for p in a["params"])
             values = ", ".join(f"a_{p['name']}" for p in a["params"])
             o.line(f"if TR: _trace('action %s({shown})', {a['name']!r}, {values})")
         else:

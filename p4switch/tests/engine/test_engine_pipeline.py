@@ -154,7 +154,7 @@ def test_trace_log_shows_parser_tables_actions_and_decision(
         "parser: state start",
         "extracted hdr.ipv4",
         "table Ingress.routes: hit hdr.ipv4.dst:0xa010000/16 -> Ingress.set_port(port:0x3)",
-        "action Ingress.set_port(port=3)",
+        "action Ingress.set_port(port:0x3)",
         "egress decision: unicast port 3",
     ):
         assert expected in text
