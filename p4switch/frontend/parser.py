@@ -33,19 +33,37 @@ _GENERIC_METHOD = re.compile(r"\b[A-Za-z_]\w*\s*<([\w\s,]*)>\s*\(")
 _STRING = re.compile(r'"(?:\\.|[^"\\])*"')
 
 
-def scan_type_names(text: str) -> frozenset[str]:
-    """Every identifier the program declares as a type (including type parameters of generic externs)."""
-    text = _STRING.sub('""', text)
+Region = tuple[int, int, frozenset[str]]  # [start, end) of a generic declaration and its type parameters
+
+
+def _names(group: str) -> frozenset[str]:
+    return frozenset(n.strip() for n in group.split(",") if n.strip())
+
+
+def scan_type_names(text: str) -> tuple[frozenset[str], list[Region]]:
+    """The identifiers the program declares as types, and the type parameters of generic declarations.
+
+    Type parameters (the T of `extern void random<T>(...)`) are types only inside their declaration,
+    so a program may still name a constant or variable `T` or `D`.
+    """
+    text = _STRING.sub(lambda m: '"' + " " * (len(m.group(0)) - 2) + '"', text)  # keeps positions
     names: set[str] = set(_DECL_NAME.findall(text))
     names.update(_ENUM.findall(text))
     names.update(_TYPEDEF.findall(text))
+    regions: list[Region] = []
     for m in _GENERIC_DECL.finditer(text):
-        names.update(n.strip() for n in m.group(1).split(",") if n.strip())
+        end = min(
+            (k for k in (text.find(";", m.end()), text.find("{", m.end())) if k >= 0), default=len(text)
+        )
+        if text[end : end + 1] == "{":
+            end = text.find("}", end) + 1 or len(text)
+        regions.append((m.start(), end, _names(m.group(1))))
     for m in _EXTERN_OBJ.finditer(text):
         names.add(m.group(1))
-        for gm in _GENERIC_METHOD.finditer(m.group(3)):
-            names.update(n.strip() for n in gm.group(1).split(",") if n.strip())
-    return frozenset(names)
+        generic = [_names(gm.group(1)) for gm in _GENERIC_METHOD.finditer(m.group(3))]
+        if generic:  # `T lookahead<T>();`: T is a type in the whole method, so in the whole body
+            regions.append((m.start(3), m.end(3), frozenset().union(*generic)))
+    return frozenset(names), regions
 
 
 class _PostLexer:
@@ -55,11 +73,18 @@ class _PostLexer:
 
     def __init__(self) -> None:
         self.type_names: frozenset[str] = frozenset()
+        self.regions: list[Region] = []
+
+    def is_type(self, tok: Token) -> bool:
+        if tok.value in self.type_names:
+            return True
+        pos = tok.start_pos or 0
+        return any(start <= pos < end and tok.value in params for start, end, params in self.regions)
 
     def process(self, stream: Iterator[Token]) -> Iterator[Token]:
         toks = list(stream)
         for tok in toks:
-            if tok.type == "NAME" and tok.value in self.type_names:
+            if tok.type == "NAME" and self.is_type(tok):
                 tok.type = "TYPE_NAME"
         for i, tok in enumerate(toks[:-1]):
             nxt = toks[i + 1]
@@ -107,7 +132,7 @@ def _describe(tok: Token) -> str:
 def parse(text: str, smap: SourceMap) -> Tree[Token]:
     """Parse preprocessed P4 text; syntax errors become P4Error at the original file:line:col."""
     parser, post = _lark()
-    post.type_names = scan_type_names(text)
+    post.type_names, post.regions = scan_type_names(text)
     try:
         return parser.parse(text)
     except UnexpectedToken as exc:

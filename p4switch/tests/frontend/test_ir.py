@@ -381,3 +381,15 @@ def test_annotated_block_statement(ingress: Callable[[str], Compiled]) -> None:
         "    register<bit<8>>(1) r;\n    apply { @atomic { r.read(meta.m8, 0); r.write(0, meta.m8 + 1); } }"
     )
     assert [s["method"] for s in apply_body(prog)] == ["read", "write"]
+
+
+def test_type_parameter_names_are_free_outside_their_declarations(
+    compile_text: Callable[..., Compiled],
+) -> None:
+    """v1model declares hash<O, T, D, M>: a program may still call its constants T and M."""
+    from p4switch.tests.frontend.conftest import TEMPLATE
+
+    src = "const bit<8> T = 5;\nconst bit<8> M = 7;\n" + TEMPLATE.replace(
+        "{BODY}", "    apply { meta.m8 = T + M; }"
+    )
+    assert assigns(block(compile_text(src).ir, "I")["body"]) == [("meta.m8", 12)]
