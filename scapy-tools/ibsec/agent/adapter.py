@@ -411,7 +411,7 @@ class Adapter:
             return
         with self._lock:
             qp = self.qps.get(view.dqpn)
-        if qp is None or qp.state is State.INIT:
+        if qp is None or qp.state is not State.RTS:  # unknown, not yet connected, or in error
             self.counters.drop(Drop.NO_QP)
             return
         if view.service != qp.service.value:

@@ -120,6 +120,9 @@ def test_a_key_is_retired_after_the_hard_limit_of_mac_failures(loop: Loopback) -
         b.receive(bytes(frame))
     assert b.counters.snapshot()["drops"]["mac_failure"] == 12
     assert remote.state is State.ERROR and remote.security is not None and remote.security.retired
+    before = b.counters.snapshot()["drops"]["no_qp"]
+    b.receive(bytes(frame))  # nothing more reaches a QP whose key was retired
+    assert b.counters.snapshot()["drops"]["no_qp"] == before + 1
     # a trap at 4, 8 and 12 failures: the first goes out, the others fall in its suppression window
     assert (b.counters.stat("traps_sent"), b.counters.stat("traps_suppressed")) == (1, 2)
     trap = next(Ether(f) for f in loop.frames if f[:6] != a.config.mac and f[:6] != b.config.mac)
