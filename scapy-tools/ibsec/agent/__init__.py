@@ -2,11 +2,16 @@
 
 One process per host, in the host's network namespace, speaking raw Ethernet frames on one interface:
 
-- :mod:`.adapter`   the channel adapter (P_Key table, QPs, CM, SEND / RDMA WRITE, ACKs, security modes)
-- :mod:`.memory`    registered memory regions, R_Key and bounds checks, sRDMA extended memory protection
-- :mod:`.traps`     traps 257 / 258 and the security trap, authenticated and rate-limited
-- :mod:`.counters`  drops by reason and the other statistics the control socket reports
-- :mod:`.control`   the JSON-lines control socket; :mod:`.ctl` its CLI (``ibsec-agentctl``)
-- :mod:`.perf`      perftest-like traffic runs (send latency, write bandwidth)
-- :mod:`.daemon`    the process: arguments, log file, raw socket, threads, SIGTERM (``ibsec-agent``)
+- :mod:`.adapter`   the channel adapter (P_Key table, QPs, SEND / RDMA WRITE, ACKs, retransmission, modes)
+- :mod:`.qp`        queue pairs, partitions and the per-connection security state
+- :mod:`.frames`    the fast path: header view of received frames, Scapy templates patched per packet
+- :mod:`.cm`        connection management on QP1 (REQ/REP/RTU/REJ, SIDR, DREQ/DREP) with wrapped keys
+- :mod:`.mads`      the SM's vendor MADs in, traps 257 / 258 and the security trap out
+- :mod:`.keyring`   the keys this CA holds; :mod:`.memory` regions and extended memory protection
+- :mod:`.traps`     rate limiting of traps and consecutive-MAC-failure streaks
+- :mod:`.counters`  drops by reason and statistics
+- :mod:`.control`   the JSON-lines control socket; :mod:`.commands` its commands; :mod:`.ctl` the CLI
+- :mod:`.perf`      perftest-like runs (send latency, write bandwidth)
+- :mod:`.daemon`    the process (``ibsec-agent``); :mod:`.rawport` its raw socket
+- :mod:`.lab`       namespaces, veths, provisioning and agents for tests and :mod:`.bench`
 """
