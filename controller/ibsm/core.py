@@ -28,7 +28,7 @@ from .partitions import DEFAULT_PKEY, PKEY_BASE, pkey_tables, valid_pkeys
 from .reconcile import read_owned, reconcile
 from .sif import INVALID_LIST, OFF, VALID_LIST, Action, PortId, Sif, SifOptions
 from .topology import Partition, Topology
-from .traps import MadSource, TrapHandler, TrapOptions, TrapReport, parse_frame
+from .traps import MadSource, RawMad, TrapHandler, TrapOptions, TrapReport, parse_frame
 
 log = logging.getLogger("ibsm")
 
@@ -246,15 +246,14 @@ class SubnetManager:
     async def on_packet_in(self, switch: str, port: int, frame: bytes) -> TrapReport | None:
         """One MAD that reached the SM: a trap (authenticated, traced, maybe filtered) or a key ACK."""
         received = time.monotonic()
-        pkt = parse_frame(frame)
-        if pkt is None:
+        raw = parse_frame(frame)
+        if raw is None:
             self.stats["ignored"] += 1
             return None
-        mad = pkt[layers.MAD]
-        if mad.mgmt_class == layers.MgmtClass.IBSEC_VENDOR and mad.r == 1:
-            self._on_key_response(pkt)
+        if raw.is_response:
+            self._on_key_response(raw)
             return None
-        report = self.traps.handle(pkt, switch, port)
+        report = self.traps.handle(raw, switch, port)
         record = self.events.emit("trap", **report.as_event())
         if report.status == "accepted" and report.trace is not None:
             t = report.trace
@@ -275,9 +274,9 @@ class SubnetManager:
             log.info("%s: trap from %s %s: %s", switch, report.sender, report.status, report.reason)
         return report
 
-    def _on_key_response(self, pkt: Any) -> None:
+    def _on_key_response(self, raw: RawMad) -> None:
         try:
-            host, mad = self.traps.source.sender(pkt)
+            host, mad = self.traps.source.sender(raw)
         except Exception as err:  # forged or unknown: counted like a forged trap
             self.traps.counters["forged"] += 1
             self.events.emit("trap", status="forged", reason=f"key response: {err}")

@@ -10,19 +10,20 @@ whatever source GID it claimed (:func:`ibsm.fabric.trace`); both are kept in the
 
 from __future__ import annotations
 
+import ipaddress
 import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ibsec import addressing, keys, layers, mad_auth
-from scapy.layers.inet6 import IPv6
-from scapy.layers.l2 import Ether
+from ibsec import addressing, icrc, keys, layers, mad_auth
 from scapy.packet import Packet
 
 from .fabric import FabricError, FabricPlan, Trace, dst_id, trace
 from .topology import Host, Topology
+
+UD_SEND_ONLY = 0x64
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,42 @@ class TrapReport:
         return out
 
 
+@dataclass(frozen=True)
+class RawMad:
+    """A MAD as it came off the wire: the sender's GID and the UD payload (MAD, trailer), not parsed yet.
+
+    Authentication works on these bytes, so a flood of forged or replayed traps costs one GCM check each
+    and never a Scapy dissection.
+    """
+
+    sender: bytes
+    payload: bytes
+
+    @property
+    def sender_text(self) -> str:
+        return str(ipaddress.IPv6Address(self.sender))
+
+    @property
+    def is_response(self) -> bool:
+        """A GetResp of our vendor class (a key ACK), from the common header's class and R bit."""
+        return self.payload[1] == layers.MgmtClass.IBSEC_VENDOR and bool(self.payload[3] & 0x80)
+
+
+def parse_frame(frame: bytes) -> RawMad | None:
+    """The MAD of a RoCEv2 UD SEND to QP1, or None for anything else (ignored)."""
+    try:
+        located = icrc.locate(frame)
+        opcode = located.opcode
+        start = located.headers_end
+    except icrc.Malformed:
+        return None
+    dqpn = int.from_bytes(frame[located.bth + 5: located.bth + 8], "big")
+    if opcode.code != UD_SEND_ONLY or dqpn != layers.GSI_QPN or len(frame) < start + layers.MAD_LEN:
+        return None
+    end = len(frame) - icrc.ICRC_LEN - ((frame[located.bth + 1] >> 4) & 0x3)
+    return RawMad(frame[located.ip + 8: located.ip + 24], frame[start:end])
+
+
 class MadSource:
     """Authenticates MADs from the hosts of a topology with their CA keys."""
 
@@ -71,18 +108,15 @@ class MadSource:
         self.keystore = keystore
         self._by_id = {dst_id(h.gid): h for h in topo.hosts}
 
-    def sender(self, pkt: Packet) -> tuple[Host, Packet]:
-        """(sending host, MAD layer) of an authentic MAD; raises MadAuthError otherwise."""
-        ipv6 = pkt.getlayer(IPv6)
-        if ipv6 is None or pkt.getlayer(layers.MAD) is None:
-            raise mad_auth.MadAuthError("not a MAD over RoCEv2")
-        host = self._by_id.get(dst_id(str(ipv6.src)))
+    def sender(self, raw: RawMad) -> tuple[Host, Packet]:
+        """(sending host, parsed MAD) of an authentic MAD; raises MadAuthError otherwise."""
+        host = self._by_id.get(dst_id(raw.sender_text))
         if host is None:
-            raise mad_auth.MadAuthError(f"source GID {ipv6.src} is no host of the topology")
+            raise mad_auth.MadAuthError(f"source GID {raw.sender_text} is no host of the topology")
         if host.guid not in self.keystore:
             raise mad_auth.MadAuthError(f"no CA key for {host.name}")
-        mad = mad_auth.verify_packet(self.keystore.ca_key(host.guid).material, pkt)
-        return host, mad
+        mad = mad_auth.verify(self.keystore.ca_key(host.guid).material, raw.payload, raw.sender)
+        return host, layers.MAD(mad)
 
 
 class TrapHandler:
@@ -99,18 +133,16 @@ class TrapHandler:
         self.counters: Counter[str] = Counter()
         self._seen: dict[tuple[Any, ...], float] = {}
 
-    def handle(self, pkt: Packet, switch: str, ingress_port: int) -> TrapReport:
-        report = self._handle(pkt, switch, ingress_port)
+    def handle(self, raw: RawMad, switch: str, ingress_port: int) -> TrapReport:
+        report = self._handle(raw, switch, ingress_port)
         self.counters[report.status] += 1
         return report
 
-    def _handle(self, pkt: Packet, switch: str, ingress_port: int) -> TrapReport:
-        ipv6 = pkt.getlayer(IPv6)
-        report = TrapReport("malformed", switch=switch, ingress_port=ingress_port,
-                            sender=str(ipv6.src) if ipv6 is not None else "")
+    def _handle(self, raw: RawMad, switch: str, ingress_port: int) -> TrapReport:
+        report = TrapReport("malformed", switch=switch, ingress_port=ingress_port, sender=raw.sender_text)
         try:
-            host, mad = self.source.sender(pkt)
-            self.guard.accept(report.sender, int(mad.transaction_id))
+            host, mad = self.source.sender(raw)
+            self.guard.accept(raw.sender, int(mad.transaction_id))
         except mad_auth.MadReplayError as err:
             report.status, report.reason = "replay", str(err)
             return report
@@ -170,12 +202,3 @@ class TrapHandler:
             self._seen = {k: t for k, t in self._seen.items() if now - t < self.options.suppress_window}
         self._seen[key] = now
         return False
-
-
-def parse_frame(frame: bytes) -> Packet | None:
-    """The frame as Scapy layers, or None when it is not a MAD (ignored)."""
-    try:
-        pkt = Ether(frame)
-    except Exception:  # noqa: BLE001 - any undecodable frame is just not ours
-        return None
-    return pkt if pkt.getlayer(layers.MAD) is not None else None
