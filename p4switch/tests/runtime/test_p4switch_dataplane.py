@@ -1,0 +1,69 @@
+"""The AF_PACKET data plane in this process, with the receive ring and with the recvmsg path that kernels
+refusing rings get: frames forwarded between veths, 802.1Q tags kept, pcap files and port counters."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from p4switch.dataplane import Dataplane, open_port
+from p4switch.engine import api as engine
+from p4switch.runtime.device import Device
+from p4switch.tests.runtime import harness
+from p4switch.tests.runtime.test_p4runtime_l2 import frame_to
+from p4switch.tests.runtime.test_p4switch_process import HOST_A, HOST_B
+
+
+@pytest.fixture(params=[True, False], ids=["ring", "recvmsg"])
+def running(request: pytest.FixtureRequest, l2fwd: harness.Program, tmp_path: Path
+            ) -> Iterator[tuple[Dataplane, list[harness.RawPort]]]:
+    log = logging.getLogger("p4switch.test.dataplane")
+    device = Device(1, None, log)
+    switch = device.load(l2fwd.json)
+    for mac, port in ((HOST_A, 1), (HOST_B, 2)):
+        switch.table_insert("L2Ingress.dmac", engine.TableEntry(
+            {"hdr.ethernet.dst_addr": engine.Exact(int.from_bytes(mac, "big"))},
+            engine.ActionCall("L2Ingress.forward", {"port": port})))
+    device.install(switch, l2fwd.json)
+    with harness.veth_pairs(2, harness.unique_prefix("p4d")) as pairs:
+        ports = [open_port(i + 1, sw, str(tmp_path), use_ring=request.param)
+                 for i, (sw, _) in enumerate(pairs)]
+        assert all((p.ring is not None) == request.param for p in ports)
+        dataplane = Dataplane(device, ports, log)
+        hosts = [harness.RawPort(host) for _, host in pairs]
+        stop = threading.Event()
+        loop = threading.Thread(target=dataplane.run, args=(stop,), daemon=True)
+        loop.start()
+        try:
+            yield dataplane, hosts
+        finally:
+            stop.set()
+            loop.join(timeout=5)
+            dataplane.close()
+            for host in hosts:
+                host.close()
+
+
+def test_frames_cross_with_their_vlan_tags_and_are_counted(running: tuple[Dataplane, list[harness.RawPort]],
+                                                           tmp_path: Path) -> None:
+    dataplane, hosts = running
+    tagged = HOST_B + HOST_A + bytes.fromhex("8100 2064".replace(" ", "")) + b"\x88\xb5tagged"
+    for _ in range(50):
+        hosts[0].send(frame_to(HOST_B))
+        assert hosts[1].receive(match=HOST_B) == frame_to(HOST_B)
+    hosts[0].send(tagged)
+    assert hosts[1].receive(match=HOST_B) == tagged
+    hosts[1].send(frame_to(HOST_A, b"back"))
+    assert hosts[0].receive(match=HOST_A) == frame_to(HOST_A, b"back")
+    port1, port2 = dataplane.ports[1], dataplane.ports[2]
+    deadline = time.monotonic() + 2  # the loop adds a burst's counts once the burst is done
+    while (port1.rx, port2.tx, port2.rx, port1.tx) != (51, 51, 1, 1) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert (port1.rx, port2.tx, port2.rx, port1.tx) == (51, 51, 1, 1)
+    assert port2.tx_bytes == 50 * len(frame_to(HOST_B)) + len(tagged)
+    assert tagged in (tmp_path / f"{port1.iface}_in.pcap").read_bytes()
