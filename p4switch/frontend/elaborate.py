@@ -1984,6 +1984,8 @@ class Elaborator:
             return self.binop_ir(op, a, b, BOOL)
         if a.const is not None and b.const is not None:
             return const(self.fold(op, int(a.const), int(b.const), t, node), t)
+        if op in ("/", "%"):  # as BMv2: no run-time division; constants were folded above
+            raise unsupported(self.pos(node), f"{op} of values known only at run time")
         return self.binop_ir(op, a, b, t)
 
     def fold(self, op: str, x: int, y: int, t: Type, node: PTree) -> int:

@@ -273,3 +273,9 @@ def test_cli_reports_unwritable_outputs_and_missing_inputs(
     assert main([str(tmp_path / "missing.p4")]) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"{tmp_path}/missing.p4:1:1: error: cannot read") and "No such file" in err
+
+
+def test_runtime_division_is_refused(ingress_error: ErrorOf) -> None:
+    err = ingress_error("    apply { meta.m8 = meta.m8 / 3; }")
+    assert where(err) == ("prog.p4", BODY_LINE, 23)
+    assert err.message == "/ of values known only at run time is not supported by p4switch"
