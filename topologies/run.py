@@ -29,6 +29,7 @@ from typing import Any
 
 from ibsec import addressing, keys
 from ibsec.agent.control import ControlClient
+from ibsm import control as sm_control
 from ibsm.events import read_events
 
 from . import fabrics, network, topofile
@@ -302,6 +303,13 @@ class FabricRun:
                                   f"{network.tail(self.run_dir / 'logs' / 'sm.out')}")
             time.sleep(0.1)
         raise FabricError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+    def sm_call(self, cmd: str, **args: Any) -> dict[str, Any]:
+        """A request to the running SM's control socket (``status``, ``policy``)."""
+        answer = sm_control.call(self.run_dir / "sm.sock", {"cmd": cmd, **args}, timeout=30)
+        if not answer.get("ok"):
+            raise FabricError(f"SM refused {cmd}: {answer.get('error')}")
+        return answer
 
     def describe(self) -> str:
         """What is running and where (printed by the launcher before the CLI)."""

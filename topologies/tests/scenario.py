@@ -1,0 +1,120 @@
+"""What the scenario tests do on a launched fabric: attacks as the real tools, answers from the SM's events,
+the agents' counters and the switches' pcaps. No log line is ever read."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from ibsec import addressing
+from scapy.utils import RawPcapReader
+
+from topologies import run, topofile
+
+ROCE_PORT = 4791
+
+
+def tool(name: str, *args: str) -> list[str]:
+    """The command line of attack tool ``name`` (``python -m ibsec.attacks.<name>``)."""
+    return [sys.executable, "-m", f"ibsec.attacks.{name}", *args]
+
+
+def flood(fabric_run: run.FabricRun, attacker: str, victim: str, pkey: int, *, claimed: str | None = None,
+          count: int = 3, rate: float = 0, seconds: float = 10) -> subprocess.Popen[bytes]:
+    """The invalid-P_Key flood tool in ``attacker``'s namespace (spoofing ``claimed``'s GID if given)."""
+    assert fabric_run.net is not None
+    args = ["--iface", fabric_run.net.host_iface(attacker), "--dst-gid", fabric_run.gid(victim),
+            "--pkey", hex(pkey), "--count", str(count), "--rate", str(rate), "--duration", str(seconds)]
+    if claimed:
+        args += ["--src-gid", fabric_run.gid(claimed)]
+    return fabric_run.spawn(attacker, tool("pkey_flood", *args), f"flood-{attacker}.log")
+
+
+def wait_all(procs: Iterable[subprocess.Popen[bytes]], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    for proc in procs:
+        assert proc.wait(timeout=max(1.0, deadline - time.monotonic())) == 0
+
+
+def events_of(fabric_run: run.FabricRun, kind: str, **match: Any) -> list[dict[str, Any]]:
+    return [e for e in fabric_run.events()
+            if e.get("event") == kind and all(e.get(k) == v for k, v in match.items())]
+
+
+def wait_events(fabric_run: run.FabricRun, kind: str, keys: set[Any], field: str, timeout: float
+                ) -> dict[Any, dict[str, Any]]:
+    """The first ``kind`` event for each value of ``field`` in ``keys`` (all of them, or a timeout)."""
+    deadline = time.monotonic() + timeout
+    found: dict[Any, dict[str, Any]] = {}
+    while time.monotonic() < deadline:
+        for event in events_of(fabric_run, kind):
+            if event.get(field) in keys:
+                found.setdefault(event[field], event)
+        if set(found) == keys:
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"no {kind} event for {sorted(map(str, keys - set(found)))} within {timeout} s")
+
+
+def traceback_of_every_host(fabric_run: run.FabricRun, victims: tuple[str, str], pkey_base: int = 0x7B00
+                            ) -> dict[str, dict[str, Any]]:
+    """Every host floods (3 packets, a spoofed source, its own bad P_Key) a victim that is not itself;
+    returns each attacker's traceback event."""
+    hosts = list(fabric_run.hosts)
+    pkeys = {h: pkey_base | i for i, h in enumerate(hosts)}
+    procs = []
+    for i, attacker in enumerate(hosts):
+        victim = victims[0] if attacker != victims[0] else victims[1]
+        claimed = next(h for h in hosts[i + 1:] + hosts[:i] if h not in (attacker, victim))
+        procs.append(flood(fabric_run, attacker, victim, pkeys[attacker], claimed=claimed))
+    wait_all(procs)
+    by_key = wait_events(fabric_run, "traceback", {f"{k:#06x}" for k in pkeys.values()}, "bad_key", 60)
+    return {h: by_key[f"{pkeys[h]:#06x}"] for h in hosts}
+
+
+def wait_keys(fabric_run: run.FabricRun, hosts: Iterable[str], timeout: float = 60) -> None:
+    """Until every host in ``hosts`` has the keys of its partitions from the SM."""
+    deadline = time.monotonic() + timeout
+    for host in hosts:
+        wanted = {p.pkey for p in fabric_run.partitions if host in p.members}
+        while True:
+            keys = fabric_run.agents[host].call("info")["keys"]["partitions"]
+            held = {int(str(k), 0) & 0x7FFF for k in keys}
+            if wanted <= held:
+                break
+            assert time.monotonic() < deadline, f"{host} never got its partition keys"
+            time.sleep(0.2)
+
+
+def rc_pair(fabric_run: run.FabricRun, a: str, b: str, part: topofile.PartitionSpec,
+            scope: str = "session") -> tuple[int, int]:
+    """An RC connection a -> b in ``part`` (its security mode); b echoes. (a's QPN, b's QPN)."""
+    qp = fabric_run.agents[a].call("connect", remote_gid=fabric_run.gid(b), service="RC", pkey=part.full_pkey,
+                                   mode=topofile.SECURITY_MODES.index(part.security), scope=scope)
+    fabric_run.agents[b].call("serve", qpn=qp["remote_qpn"])
+    return int(qp["qpn"]), int(qp["remote_qpn"])
+
+
+def roce_frames(pcap: Path) -> list[tuple[float, bytes]]:
+    """(capture time, frame) of every RoCEv2 frame in a pcap."""
+    out = []
+    for frame, meta in RawPcapReader(str(pcap)):
+        if len(frame) > 66 and int.from_bytes(frame[56:58], "big") == ROCE_PORT:
+            out.append((meta.sec + meta.usec / 1e6, bytes(frame)))
+    return out
+
+
+def pkey_of(frame: bytes) -> int:
+    return int.from_bytes(frame[64:66], "big")
+
+
+def src_gid(frame: bytes) -> str:
+    return str(addressing.parse_gid(frame[22:38]))
+
+
+def dst_mf(frame: bytes) -> int:
+    return addressing.mf_get(frame[38:54])

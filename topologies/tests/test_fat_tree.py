@@ -1,0 +1,166 @@
+"""Scenarios on the default fat tree (k=2, three levels, 8 hosts) with the SM under SIF: traceback of every
+host, SIF against a flood with legitimate traffic alongside, marks in captured packets, forged traps and a
+trap flood, and the other filter policies (switched at run time)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+from ibsm.fabric import plan_fabric, trace
+from ibsm.topology import load_topology
+
+from topologies import run, topofile
+
+from . import scenario
+from .conftest import launch, needs_root
+
+pytestmark = needs_root
+QUIET = 3.0
+
+
+@pytest.fixture(scope="module")
+def fat_tree() -> Iterator[run.FabricRun]:
+    yield from launch(run.RunOptions(fabric="fat-tree", policy="sif", quiet_period=QUIET))
+
+
+def test_traceback_names_every_host_of_the_fat_tree_from_one_packet(fat_tree: run.FabricRun) -> None:
+    traced = scenario.traceback_of_every_host(fat_tree, ("h0", "h7"))
+    for host, event in traced.items():
+        info = fat_tree.hosts[host]
+        assert (event["traced_host"], event["traced_switch"], event["traced_port"]) == \
+            (host, info.switch, info.port)
+        assert event["claimed_host"] != host  # the source GID lied; the marking field did not
+        assert event["packets_needed"] == 1
+    wait_flushed(fat_tree, {(fat_tree.hosts[h].switch, fat_tree.hosts[h].port) for h in traced})
+
+
+def wait_flushed(fabric_run: run.FabricRun, ports: set[tuple[str, int]], timeout: float = 30) -> None:
+    """Until SIF has flushed the filters of ``ports`` and the SM lists no filter anywhere."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        flushed = {(e["switch"], e["port"]) for e in scenario.events_of(fabric_run, "filter-flushed")}
+        if ports <= flushed and not fabric_run.sm_call("status")["status"]["filters"]:
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"filters not flushed: {fabric_run.sm_call('status')['status']['filters']}")
+
+
+def test_sif_stops_a_flood_at_the_attackers_port_while_legitimate_traffic_flows(
+        fat_tree: run.FabricRun) -> None:
+    attacker, victim, peer, claimed = "h5", "h0", "h6", "h3"
+    part = next(p for p in fat_tree.partitions if victim in p.members)
+    scenario.wait_keys(fat_tree, [victim, peer])
+    qpn, _ = scenario.rc_pair(fat_tree, peer, victim, part)
+    before = fat_tree.agents[victim].counters()["drops"]["bad_pkey"]
+    started = len(fat_tree.events())
+    flood = scenario.flood(fat_tree, attacker, victim, 0x7A5A, claimed=claimed, count=3000, rate=1000,
+                           seconds=3)
+    legit = fat_tree.agents[peer].call("perf", timeout=60, test="send_lat", qpn=qpn, size=64,
+                                       iterations=1_000_000, duration=3.0)
+    scenario.wait_all([flood])
+    port = (fat_tree.hosts[attacker].switch, fat_tree.hosts[attacker].port)
+    new = fat_tree.events()[started:]
+    installed = [e for e in new if e["event"] == "filter-installed"]
+    assert [(e["switch"], e["port"], e["mode"], e["pkey"]) for e in installed] == \
+        [(*port, "invalid-list", "0x7a5a")]
+    wait_flushed(fat_tree, {port})
+    flushed = [e for e in fat_tree.events()[started:] if e["event"] == "filter-flushed"]
+    reached = fat_tree.agents[victim].counters()["drops"]["bad_pkey"] - before
+    assert flushed[0]["count"] + reached >= 3000 * 0.9  # dropped at the edge, or in flight before the filter
+    assert reached < 3000 * 0.5
+    assert legit["lost"] == 0 and legit["iterations"] > 10  # the encrypted RC ping-pong never stalled
+
+
+def test_switches_mark_packets_so_one_captured_frame_names_its_source(fat_tree: run.FabricRun) -> None:
+    topo = load_topology(fat_tree.topology_file)
+    plan = plan_fabric(topo)
+    part = next(p for p in fat_tree.partitions if "h2" in p.members)
+    scenario.wait_keys(fat_tree, ["h2", "h4"])
+    qpn, _ = scenario.rc_pair(fat_tree, "h4", "h2", part)
+    fat_tree.agents["h4"].call("perf", test="send_lat", qpn=qpn, size=32, iterations=20, duration=5.0)
+    receiver = fat_tree.hosts["h2"]
+    time.sleep(0.5)  # let the switch write its pcap
+    frames = [f for _, f in scenario.roce_frames(fat_tree.run_dir / "pcaps" /
+                                                 f"{receiver.switch}-{receiver.port}_out.pcap")
+              if scenario.src_gid(f) == fat_tree.gid("h4")]
+    assert len(frames) >= 20
+    host = next(h for h in topo.hosts if h.name == "h2")
+    for frame in frames:
+        assert scenario.dst_mf(frame) != 0
+        assert trace(topo, plan, host, scenario.dst_mf(frame)).host == "h4"
+
+
+def test_a_forged_trap_changes_no_filter(fat_tree: run.FabricRun) -> None:
+    assert fat_tree.net is not None
+    started = len(fat_tree.events())
+    argv = scenario.tool("forge_trap", "--iface", fat_tree.net.host_iface("h3"),
+                         "--sm-gid", topofile.sm_gid(),
+                         "--victim-gid", fat_tree.gid("h0"), "--accused-gid", fat_tree.gid("h1"),
+                         "--count", "5")
+    fat_tree.run_tool("h3", argv)
+    time.sleep(2)
+    new = fat_tree.events()[started:]
+    assert [e for e in new if e["event"] in ("traceback", "filter-installed")] == []
+    assert fat_tree.sm_call("status")["status"]["traps"].get("forged", 0) >= 1
+
+
+def test_a_trap_flood_leaves_the_sm_responsive(fat_tree: run.FabricRun) -> None:
+    assert fat_tree.net is not None
+    argv = scenario.tool("trap_flood", "--iface", fat_tree.net.host_iface("h2"),
+                         "--sm-gid", topofile.sm_gid(),
+                         "--count", "3000", "--rate", "0", "--duration", "5")
+    proc = fat_tree.spawn("h2", argv, "trap-flood.log")
+    deadline = time.monotonic() + 10
+    answers = 0
+    while proc.poll() is None and time.monotonic() < deadline:
+        assert fat_tree.sm_call("status")["status"]["policy"] == "sif"
+        answers += 1
+        time.sleep(0.2)
+    scenario.wait_all([proc])
+    assert answers >= 1
+    # and it still traces a real attack right after
+    started = len(fat_tree.events())
+    scenario.wait_all([scenario.flood(fat_tree, "h6", "h0", 0x7C01, claimed="h1")])
+    event = scenario.wait_events(fat_tree, "traceback", {"0x7c01"}, "bad_key", 20)["0x7c01"]
+    assert event["traced_host"] == "h6" and len(fat_tree.events()) > started
+
+
+@pytest.mark.parametrize("policy", ["dt", "if"])
+def test_dt_and_if_block_the_flood_at_the_first_switch(fat_tree: run.FabricRun, policy: str) -> None:
+    attacker, victim = "h3", "h4"
+    fat_tree.sm_call("policy", policy=policy)
+    try:
+        before = fat_tree.agents[victim].counters()["drops"]["bad_pkey"]
+        scenario.wait_all([scenario.flood(fat_tree, attacker, victim, 0x7D00, count=300, rate=500)])
+        time.sleep(1.0)
+        assert fat_tree.agents[victim].counters()["drops"]["bad_pkey"] == before
+    finally:
+        fat_tree.sm_call("policy", policy="sif")
+    leaving = attack_frames_leaving(fat_tree, attacker, 0x7D00)
+    assert leaving == 0  # nothing left the attacker's switch toward the fabric
+
+
+def attack_frames_leaving(fabric_run: run.FabricRun, attacker: str, pkey: int) -> int:
+    """Frames with ``pkey`` that the attacker's switch sent up into the fabric (its pcaps)."""
+    switch = fabric_run.hosts[attacker].switch
+    ports = [end[1] for link in fabric_run.fabric.links() for end in (link.a, link.b) if end[0] == switch]
+    time.sleep(0.5)
+    return sum(1 for port in ports
+               for _, f in scenario.roce_frames(fabric_run.run_dir / "pcaps" / f"{switch}-{port}_out.pcap")
+               if scenario.pkey_of(f) == pkey)
+
+
+def test_with_policy_none_the_flood_reaches_the_victim(fat_tree: run.FabricRun) -> None:
+    attacker, victim = "h1", "h2"
+    fat_tree.sm_call("policy", policy="none")
+    try:
+        before = fat_tree.agents[victim].counters()["drops"]["bad_pkey"]
+        scenario.wait_all([scenario.flood(fat_tree, attacker, victim, 0x7D01, count=300, rate=500)])
+        time.sleep(1.0)
+        reached = fat_tree.agents[victim].counters()["drops"]["bad_pkey"] - before
+    finally:
+        fat_tree.sm_call("policy", policy="sif")
+    assert reached >= 290  # every frame hit the victim's adapter: nothing filtered anywhere
+    assert scenario.events_of(fat_tree, "filter-installed", pkey="0x7d01") == []
