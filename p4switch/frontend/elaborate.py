@@ -41,6 +41,7 @@ _EXTERN_FN_HANDLERS = {
     "assert": "fn_assert",
     "assume": "fn_assert",
 }
+_UNSUPPORTED_HASHES = ("crc16_custom", "crc32_custom", "random")  # the engine implements the others
 _EXTERN_FN_ARITY = {
     "verify": 2,
     "mark_to_drop": 1,
@@ -245,6 +246,11 @@ class Elaborator:
                 raise unsupported(self.pos(f), f"header field of type {t}")
             fields.append({"name": fname, "w": t.w, "signed": t.k == "int"})
         ch = annos.get("controller_header", [None])
+        bits = sum(f["w"] for f in fields)
+        if bits % 8:
+            raise type_error(
+                self.pos(decl.children[1]), f"header {name} is {bits} bits wide, not whole bytes"
+            )
         self.headers[name] = {
             "fields": fields,
             "bits": sum(f["w"] for f in fields),
@@ -669,9 +675,7 @@ class Elaborator:
             return int(v.const)
 
         def member(i: int, enum: str) -> str:
-            if vals[i].t != Type("enum", name=enum) or vals[i].const is None:
-                raise type_error(self.pos(args[i]), f"expected a {enum} constant, got {vals[i].t}")
-            return str(vals[i].const)
+            return self.enum_member(vals[i], enum, args[i])
 
         inst: IR = {"name": fq}
         if t.name == "counter":
@@ -1498,6 +1502,8 @@ class Elaborator:
     def enum_member(self, v: Value, enum: str, node: Node) -> str:
         if v.t != Type("enum", name=enum) or v.const is None:
             raise type_error(self.pos(node), f"expected a {enum} constant, got {v.t}")
+        if enum == "HashAlgorithm" and v.const in _UNSUPPORTED_HASHES:
+            raise unsupported(self.pos(node), f"hash algorithm {v.const}")
         return str(v.const)
 
     def extern_fn(self, name: str, nodes: list[Node], targs: list[Type], node: PTree, ctx: Ctx) -> list[IR]:

@@ -279,3 +279,17 @@ def test_runtime_division_is_refused(ingress_error: ErrorOf) -> None:
     err = ingress_error("    apply { meta.m8 = meta.m8 / 3; }")
     assert where(err) == ("prog.p4", BODY_LINE, 23)
     assert err.message == "/ of values known only at run time is not supported by p4switch"
+
+
+def test_hash_algorithms_the_engine_lacks_are_refused(ingress_error: ErrorOf) -> None:
+    err = ingress_error("    action_selector(HashAlgorithm.crc16_custom, 32w64, 32w8) sel;\n    apply { }")
+    assert where(err) == ("prog.p4", BODY_LINE, 21)
+    assert err.message == "hash algorithm crc16_custom is not supported by p4switch"
+
+
+def test_headers_are_whole_bytes(compile_error: Callable[..., P4Error]) -> None:
+    err = compile_error(
+        TEMPLATE.replace("bit<16> type_; }", "bit<12> type_; }").replace("{BODY}", "apply { }")
+    )
+    assert where(err) == ("prog.p4", 3, 8)
+    assert err.message == "error: header eth_t is 108 bits wide, not whole bytes"
