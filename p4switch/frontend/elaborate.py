@@ -240,13 +240,13 @@ class Elaborator:
     def decl_header_decl(self, decl: PTree) -> None:
         name = self.name(decl.children[1])
         annos = self.annos(decl.children[0])
-        fields = []
+        fields: list[IR] = []
         for fname, t, _, f in self.fields(decl):
             if not t.is_bits:
                 raise unsupported(self.pos(f), f"header field of type {t}")
             fields.append({"name": fname, "w": t.w, "signed": t.k == "int"})
         ch = annos.get("controller_header", [None])
-        bits = sum(f["w"] for f in fields)
+        bits = sum(int(f["w"]) for f in fields)
         if bits % 8:
             raise type_error(
                 self.pos(decl.children[1]), f"header {name} is {bits} bits wide, not whole bytes"
