@@ -7,6 +7,7 @@ FabricRun is a context manager and the fixtures use it with ``with``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -49,10 +50,10 @@ def run_dir(tmp_path: Path) -> Path:
     return path
 
 
-def launch(options: run.RunOptions) -> Iterator[run.FabricRun]:
-    """A launched fabric for a fixture; after it, nothing of it may be left."""
+@contextlib.contextmanager
+def launched(options: run.RunOptions) -> Iterator[run.FabricRun]:
+    """A launched fabric; torn down on leaving, and then nothing of it may be left."""
     fabric_run = run.FabricRun(options)
-    footprint = Footprint(run_dir=fabric_run.run_dir)
     with fabric_run:
         footprint = Footprint.of(fabric_run)
         yield fabric_run

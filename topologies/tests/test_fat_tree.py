@@ -14,7 +14,7 @@ from ibsm.topology import load_topology
 from topologies import run, topofile
 
 from . import scenario
-from .conftest import launch, needs_root
+from .conftest import launched, needs_root
 
 pytestmark = needs_root
 QUIET = 3.0
@@ -22,7 +22,8 @@ QUIET = 3.0
 
 @pytest.fixture(scope="module")
 def fat_tree() -> Iterator[run.FabricRun]:
-    yield from launch(run.RunOptions(fabric="fat-tree", policy="sif", quiet_period=QUIET))
+    with launched(run.RunOptions(fabric="fat-tree", policy="sif", quiet_period=QUIET)) as fabric_run:
+        yield fabric_run
 
 
 def test_traceback_names_every_host_of_the_fat_tree_from_one_packet(fat_tree: run.FabricRun) -> None:
