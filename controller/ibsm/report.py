@@ -83,11 +83,13 @@ def draw(topo: Topology, row: dict[str, Any] | None, path: Path) -> None:
     if row:
         colours = {row.get("claimed_host"): "orange", row.get("victim"): "tab:blue",
                    row.get("traced_host"): "tab:red"}
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(topo.hosts)), 5.0))
+    fig, ax = plt.subplots(figsize=(max(7.5, 0.9 * len(topo.hosts) + 2.0), 5.0))
     nx.draw_networkx_edges(graph, pos, ax=ax, edge_color="0.7")
     if row and row.get("traced_host"):
         edge = [(row["traced_host"], row["traced_switch"])]
         nx.draw_networkx_edges(graph, pos, edgelist=edge, ax=ax, edge_color="tab:red", width=4)
+        nx.draw_networkx_edge_labels(graph, pos, edge_labels={edge[0]: f"port {row['traced_port']}"}, ax=ax,
+                                     font_size=8, font_color="tab:red")
     switches = [n for n, d in graph.nodes(data=True) if d["kind"] == "switch"]
     hosts = [n for n, d in graph.nodes(data=True) if d["kind"] == "host"]
     nx.draw_networkx_nodes(graph, pos, nodelist=switches, node_shape="s", node_color="0.85", ax=ax,
@@ -103,7 +105,7 @@ def draw(topo: Topology, row: dict[str, Any] | None, path: Path) -> None:
         handles = [plt.Line2D([], [], marker="o", ls="", color=c, label=label) for c, label in
                    (("tab:red", "attacker (traced)"), ("tab:blue", "victim"), ("orange", "claimed source"))]
         handles.append(plt.Line2D([], [], color="tab:red", lw=4, label="filtered port"))
-        ax.legend(handles=handles, loc="lower right", fontsize=8)
+        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
     ax.set_title(title, fontsize=9)
     ax.axis("off")
     fig.tight_layout()
@@ -127,8 +129,8 @@ def _layout(topo: Topology, graph: Any) -> dict[str, tuple[float, float]]:
         return pos
     for sw in topo.switches:
         coord = sw.coord or (0, 0)
-        x = coord[0] + (0.15 * coord[2] if len(coord) > 2 else 0)
-        y = (coord[1] if len(coord) > 1 else 0) + (0.15 * sum(coord[2:]) if len(coord) > 2 else 0)
+        x = coord[0] + (0.4 * coord[2] if len(coord) > 2 else 0)
+        y = (coord[1] if len(coord) > 1 else 0) + (0.4 * sum(coord[2:]) if len(coord) > 2 else 0)
         pos[sw.name] = (2.0 * x, 2.0 * y)
     for sw in topo.switches:
         for j, host in enumerate(topo.hosts_on(sw.name)):

@@ -8,6 +8,7 @@ quiet period; forged traps install nothing; policy switched at run time; an SM r
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -199,3 +200,28 @@ async def test_management_pkey_is_never_filtered(running: Any, fabric: Fabric, t
     (refused,) = _events(tmp_path, "filter-refused")
     assert (refused["switch"], refused["port"], refused["reason"]) == ("s1", 2, "management P_Key")
     assert not fabric.entries("s1", entries.INVALID_PKEYS)
+
+
+@pytest.mark.parametrize("routing", ["deterministic", "adaptive"])
+async def test_mesh_flood_traced_by_ddpm(tmp_path: Path, routing: str) -> None:
+    """On the 2x2 mesh the switches add DDPM deltas hop by hop (adaptive: spread over both minimal paths)
+    and the SM decodes the victim's MF to the attacker's switch and host port."""
+    doc = json.loads((DATA / "mesh-2x2.json").read_text())
+    doc["routing"] = routing
+    source = tmp_path / "mesh.json"
+    source.write_text(json.dumps(doc))
+    with inprocess_fabric(source, tmp_path) as fab:
+        store = ca_keys(fab.topo)
+        _agents(fab, store, tmp_path)
+        run = await _start(fab, store, tmp_path, distribute_keys=False)
+        try:
+            groups = fab.devices["s1"].switch.groups(entries.ROUTE_SELECTOR)  # type: ignore[union-attr]
+            assert bool(groups) == (routing == "adaptive")  # (0,0) -> (1,1): two minimal next hops
+            fab.send_from_host("h1", flood_frame(fab.topo, claimed="h2", victim="h4", pkey=0x1234))
+            await _until(lambda: _events(tmp_path, "filter-installed"))
+            (tb,) = _events(tmp_path, "traceback")
+            assert (tb["traced_host"], tb["traced_switch"], tb["traced_port"], tb["scheme"]) == \
+                ("h1", "s1", 1, "ddpm")
+            assert tb["claimed_host"] == "h2"
+        finally:
+            await run.stop()
