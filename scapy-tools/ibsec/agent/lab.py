@@ -216,7 +216,7 @@ class Fabric:
         ]
         process = self.spawn(host, argv, f"{name}.out")
         agent = Agent(host, process, control, log_path)
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + 30  # imports (Scapy) take seconds on a loaded machine
         while time.monotonic() < deadline:
             if process.poll() is not None:
                 raise RuntimeError(

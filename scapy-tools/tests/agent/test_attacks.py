@@ -245,7 +245,9 @@ def test_spoofed_datagrams_are_believed_in_mode_0_only_and_a_bad_qkey_raises_tra
     got = scene.b.call("recv", qpn=victim_qpn, timeout=5)  # mode 0: the spoofed datagram is believed
     assert bytes.fromhex(got["data_hex"]) == b"I am h0" and got["src_gid"] == scene.a.host.gid
 
+    bad_qkeys = drops(scene.b, "bad_qkey")
     attack(scene.fabric, scene.attacker, "spoof", *spoof, "--qkey", hex(qkey ^ 0x55), "--count", "1")
+    assert wait_for(lambda: drops(scene.b, "bad_qkey") == bad_qkeys + 1)
     traps = [t for t in scene.sm.traps(1.0) if t.notice.is_generic and t.notice.trap_number == 258]
     assert len(traps) == 1 and traps[0].authentic
     assert traps[0].notice.data_details.key == qkey ^ 0x55
