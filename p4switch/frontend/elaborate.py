@@ -88,6 +88,7 @@ class Ctx:
     prefix: str = ""  # control-plane name prefix: the block, or the instance path of an inlined sub-control
     stack_next: dict[str, int] | None = None  # parsers: nextIndex of each header stack in the current state
     pre: list[IR] | None = None  # statements a function call inside the current statement's expressions needs
+    in_action: int = 0  # nesting depth of action bodies being lowered (no table may be applied there)
 
 
 @dataclass
@@ -975,7 +976,9 @@ class Elaborator:
             actx.used.add(var)
             act["params"].append({"name": pname, "var": var, "type": t.json()})
             actx.scopes[-1][pname] = Sym("var", t, var, readonly=True)
+        actx.in_action += 1
         act["body"] = self.block(tree.children[3], actx, new_scope=False)
+        actx.in_action -= 1
         actx.scopes.pop()
         actx.sink = saved
 
@@ -1006,7 +1009,9 @@ class Elaborator:
         copy_in, copy_out, scope = self.bind_params(params, args, arg_nodes, pos, ctx)
         saved_scopes = ctx.scopes
         ctx.scopes = ([self.globals] if sym.control is None else list(ctx.scopes)) + [scope]
+        ctx.in_action += 1
         body = self.block(tree.children[3], ctx, new_scope=False)
+        ctx.in_action -= 1
         ctx.scopes = saved_scopes
         return copy_in + body + copy_out
 
@@ -1397,6 +1402,8 @@ class Elaborator:
             return self.shift_stack(base, int(count), method == "push_front", src), None
         if bk == "table" and method == "apply":
             self.arity(args, 0, pos, method)
+            if ctx.in_action:
+                raise type_error(pos, f"table {base.t.name} cannot be applied inside an action")
             if as_stmt:
                 return [{"s": "apply", "table": base.t.name, "src": src}], None
             return [], Value({}, Type("apply_result", name=base.t.name))

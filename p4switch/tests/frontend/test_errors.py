@@ -153,6 +153,13 @@ def test_cli_prints_the_error_and_exits_1(tmp_path: Path, capsys: pytest.Capture
         ("    apply { if (meta.m8) { exit; } }", 17, "error: if condition must be bool, got bit<8>"),
         ("    apply { meta.m8 = hdr.eth.dst[48:1]; }", 23, "error: slice [48:1] out of range for bit<48>"),
         ("    apply { meta.m8 = 8w1 << -1; }", 23, "error: <<: the shift amount must be unsigned, got int"),
+        (
+            "    table t { key = { hdr.eth.dst: exact; } actions = { NoAction; } }\n"
+            "    action a() { t.apply(); }\n"
+            "    apply { a(); }",
+            18,
+            "error: table I.t cannot be applied inside an action",
+        ),
     ],
 )
 def test_type_errors(ingress_error: ErrorOf, body: str, col: int, message: str) -> None:
