@@ -6,7 +6,7 @@ PYTEST_ARGS ?=
 # benchmark modules, each runnable as `python -m MODULE`; every part adds its own
 BENCHES ?= p4switch.bench p4switch.frontend.bench ibsec.bench_transport ibsec.bench_skc ibsm.bench ibsec.agent.bench
 
-.PHONY: help setup lint test bench demo clean
+.PHONY: help setup lint test bench demo eval clean
 
 help: ## print this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -16,13 +16,17 @@ setup: ## install system packages (apt-get) and the Python venv (idempotent)
 
 lint: setup ## ruff and mypy over the project's Python
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy p4switch scapy-tools/ibsec controller/ibsm ptf-tests topologies
+	$(VENV)/bin/mypy p4switch scapy-tools/ibsec controller/ibsm ptf-tests topologies evaluation
 
 test: setup lint ## run the whole test suite (what CI runs)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 bench: setup bench-dataplane ## benchmarks: print numbers and ratios
 	@for m in $(BENCHES); do echo "== $$m"; $(PY) -m $$m || exit 1; done
+
+EVAL_PROFILE ?= full
+eval: setup build ## reproduce the papers' results (EVAL_PROFILE=quick|full): CSVs, plots, docs/EVALUATION.md
+	$(PY) -m evaluation --profile $(EVAL_PROFILE)
 
 demo: setup build ## the main job: fat tree, spoofed flood, traceback, SIF filter and flush; one JSON line last
 	$(PY) -m topologies.demo --target $(TARGET)
