@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from ibsec import addressing, icrc, keys, layers, mad_auth, transport
+from ibsec.agent import mads
 from ibsec.agent.adapter import MAX_QPS, Adapter, AdapterError, AgentConfig
 from ibsec.agent.frames import Builder, gid_bytes, mac_of
 from ibsec.agent.qp import Scope, Service, State
@@ -75,7 +76,9 @@ def _vendor_frame(attr: layers.VendorAttr, body: object, key: keys.Key, dst: str
     return sm.mad_frame(dst, 0xFFFF, payload)
 
 
-def test_sm_vendor_mads_set_keys_and_pkeys_only_when_authentic_and_fresh(loop: Loopback) -> None:
+def test_sm_vendor_mads_set_keys_and_pkeys_only_when_authentic_and_fresh(
+    loop: Loopback, monkeypatch: pytest.MonkeyPatch
+) -> None:
     a = loop.adapters[0]
     ca_sk = loop.ca_keys[0]
     new_pkey = 0x8123
@@ -96,6 +99,10 @@ def test_sm_vendor_mads_set_keys_and_pkeys_only_when_authentic_and_fresh(loop: L
     a.receive(_vendor_frame(layers.VendorAttr.PKEY_TABLE, table, ca_sk, a.gid, tid=11))
     assert sorted(a.partitions) == [new_pkey, 0xFFFF]  # the default partition always stays
 
+    def no_dissection(*args: object) -> None:
+        raise AssertionError("a MAD dissected before its authentication was checked")
+
+    monkeypatch.setattr(mads, "Ether", no_dissection)
     forged_key = keys.Key.generate(keys.KeyType.CA_SK, ca_sk.owner)
     a.receive(
         _vendor_frame(layers.VendorAttr.PKEY_TABLE, layers.PKeyTable(pkeys=[0x8777]), forged_key, a.gid, 12)
@@ -104,6 +111,7 @@ def test_sm_vendor_mads_set_keys_and_pkeys_only_when_authentic_and_fresh(loop: L
     assert sorted(a.partitions) == [new_pkey, 0xFFFF]
     drops = a.counters.snapshot()["drops"]
     assert drops["bad_auth"] == 1 and drops["replay"] == 1
+    assert a.counters.stat("internal_errors") == 0  # neither was dissected
 
 
 def test_a_key_is_retired_after_the_hard_limit_of_mac_failures(loop: Loopback) -> None:
