@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -56,9 +57,15 @@ def text(e: IR) -> str:
 PROGRAM_FILES = sorted(PROGRAMS.glob("*.p4")) + [REPO / "p4src" / "main.p4"]
 
 
+@functools.cache
+def compiled(path: Path) -> Compiled:
+    """Each program is compiled once per test session (the tests only read the result)."""
+    return compile_file(path)
+
+
 @pytest.mark.parametrize("path", PROGRAM_FILES, ids=lambda p: p.name)
 def test_every_expression_is_typed_with_a_width(path: Path) -> None:
-    ir = compile_file(path).ir
+    ir = compiled(path).ir
     for e in exprs(ir):
         t = e.get("type")
         assert t is not None, e
@@ -76,7 +83,7 @@ def test_every_expression_is_typed_with_a_width(path: Path) -> None:
 @pytest.mark.parametrize("path", PROGRAM_FILES, ids=lambda p: p.name)
 def test_names_resolve(path: Path) -> None:
     """Every var is a param/local of its block or action; every table action and default exists."""
-    ir = compile_file(path).ir
+    ir = compiled(path).ir
     actions = {a["name"]: a for a in ir["actions"]}
     blocks = {b["name"]: b for b in ir["controls"] + ir["parsers"]}
     for b in blocks.values():
@@ -102,7 +109,7 @@ def test_names_resolve(path: Path) -> None:
 
 
 def test_the_project_program_compiles_with_qualified_names() -> None:
-    prog = compile_file(REPO / "p4src" / "main.p4")
+    prog = compiled(REPO / "p4src" / "main.p4")
     ir = prog.ir
     assert ir["pipeline"]["arch"] == "v1model"
     assert set(ir["pipeline"]) >= {"parser", "ingress", "egress", "deparser", "headers_type", "metadata_type"}
@@ -273,7 +280,7 @@ def test_ir_loads_into_the_engine(features: Compiled) -> None:
     from p4switch.engine.api import Switch
 
     for path in PROGRAM_FILES:
-        Switch.load(compile_file(path).ir_json().encode())
+        Switch.load(compiled(path).ir_json().encode())
 
 
 def test_switch_on_a_value_becomes_an_if_chain(ingress: Callable[[str], Compiled]) -> None:
