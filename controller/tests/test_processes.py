@@ -9,8 +9,11 @@ seconds of answering, a killed SM reconciling without duplicates, SIGTERM stoppi
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 
@@ -122,6 +125,24 @@ def test_killed_sm_reconciles_without_duplicates(fabric: ProcessFabric) -> None:
     (adopted,) = fabric.events("filter-adopted", since=restart)
     assert (adopted["switch"], adopted["port"], adopted["pkeys"]) == ("s1", 2, ["0x4444"])
     fabric.wait_event("filter-flushed", since=restart, timeout=30)  # watched, then flushed when quiet
+
+
+def test_status_and_policy_commands(fabric: ProcessFabric) -> None:
+    status = json.loads(_sm("status", str(fabric.workdir), "--json"))
+    assert status["switches"] == {"s1": "up", "s2": "up", "s3": "up", "s4": "up"}
+    assert status["policy"] == "sif" and status["filters"] == []
+    assert "policy sif -> if" in _sm("policy", "if", str(fabric.workdir))
+    modes = asyncio.run(_read(fabric.doc["switches"][0]["address"], entries.PARTITION_MODE))
+    assert len(modes) == 2  # s1's two host ports now check their valid P_Keys
+    assert "policy if -> sif" in _sm("policy", "sif", str(fabric.workdir))
+    assert not asyncio.run(_read(fabric.doc["switches"][0]["address"], entries.PARTITION_MODE))
+
+
+def _sm(*args: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "ibsm.cli", *args], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
 
 
 def test_sigterm_stops_cleanly(fabric: ProcessFabric) -> None:

@@ -97,6 +97,11 @@ async def test_pipeline_pushed_and_entries_readable(running: Any, fabric: Fabric
     assert len(fabric.entries("s1", entries.SM_PUNT)) == 1
     status = await run.sm.status()
     assert status["switches"] == {"s1": "up", "s2": "up", "s3": "up", "s4": "up"}
+    s2 = fabric.devices["s2"].switch
+    assert s2 is not None
+    meter = s2.meter_get(entries.PUNT_METER, 1)  # a host port: what one host may send to the SM
+    assert meter is not None and (meter.cir, meter.cburst) == (FAST.punt_rate, FAST.punt_burst)
+    assert s2.meter_get(entries.PUNT_METER, 3) is None  # up-ports carry no host's traps
 
 
 async def test_keys_delivered_to_members_only(running: Any, tmp_path: Path) -> None:

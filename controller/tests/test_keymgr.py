@@ -1,0 +1,53 @@
+"""Key distribution bookkeeping with a fake clock: members only, fresh TIDs on retries, give up, ACK match."""
+
+from __future__ import annotations
+
+from ibsec import keys, layers, mad_auth
+from ibsm.keymgr import KeyManager, KeyOptions
+from ibsm.lab import ca_keys
+from ibsm.topology import Topology
+from scapy.layers.l2 import Ether
+
+
+class Clock:
+    now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_deliveries_retries_and_acks(fat_tree: Topology) -> None:
+    store = ca_keys(fat_tree)
+    clock = Clock()
+    km = KeyManager(fat_tree, list(fat_tree.partitions), store, KeyOptions(timeout=1.0, attempts=2), clock)
+    plan = km.plan()
+    by_host = {h.name: [d.what for d in plan if d.host == h.name] for h in fat_tree.hosts}
+    assert by_host["h1"] == ["SM_SK", "P_SK 0x0001", "P_SK 0x7fff", "CA_SK_IJ h1-h2", "CA_SK_IJ h1-h3",
+                             "CA_SK_IJ h1-h4", "P_Key table"]
+    assert "P_SK 0x0001" not in by_host["h2"]  # not a member of compute
+    first = plan[1]
+    frame = km.frame(first)
+    # what the host's agent sees: a vendor Set, authenticated under its CA_SK, the key wrapped under it too
+    h1 = fat_tree.hosts[0]
+    ca_sk = store.ca_key(h1.guid)
+    mad = mad_auth.verify_packet(ca_sk.material, Ether(frame))
+    body = mad[layers.KeyDistribution]
+    key = keys.unwrap_key(ca_sk, bytes(body.wrapped_key), keys.KeyType(body.key_type), list(body.owners))
+    assert key == km.partition_keys[1]
+    assert ca_sk.material not in frame and key.material not in frame
+    clock.now = 0.5
+    assert km.due() == ([], [])
+    clock.now = 1.1
+    assert km.due() == ([first], [])
+    km.frame(first)
+    assert first.attempts == 2 and len(set(first.tids)) == 2  # a retry never reuses a TransactionID
+    clock.now = 2.2
+    assert km.due() == ([], [first])
+    # only the addressed host's ACK with a TID of the delivery completes it, once
+    other = plan[2]
+    km.frame(other)
+    reply = layers.MAD(transaction_id=other.tids[-1], r=1, method=layers.Method.GET)
+    assert km.on_response(fat_tree.hosts[1], reply) is None  # wrong host
+    assert km.on_response(h1, reply) == (other, 0)
+    assert km.on_response(h1, reply) is None  # answered once
+    assert all(k.material.hex() not in repr(km) for k in [km.sm_sk, *km.partition_keys.values()])
