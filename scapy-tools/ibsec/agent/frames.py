@@ -94,9 +94,11 @@ def parse(frame: bytes) -> View | None:
     if opcodes.Ext.AETH in fields:
         word = struct.unpack_from("!I", frame, fields[opcodes.Ext.AETH])[0]
         aeth = (word >> 24, word & 0xFFFFFF)
-    trailer = (icrc.ICRC_LEN if mode != 1 else 4) + (16 if mode in (2, 3, 4) else 0)
+    # the ICRC, or in mode 1 the 4-byte tag in its place; modes 2-4 add the STH. Reserved modes 5-7
+    # are left to the adapter, which drops them as a mode the QP does not use (``bad_mode``).
+    trailer = icrc.ICRC_LEN + (transport.STH_LEN if mode in (2, 3, 4) else 0)
     payload_length = len(frame) - end - trailer - located.pad_count
-    if payload_length < 0 or mode > 4:
+    if payload_length < 0:
         raise FrameError(f"{op.name}: {len(frame)} bytes cannot hold mode {mode} trailer and padding")
     ip = located.ip
     return View(

@@ -114,6 +114,19 @@ def test_sm_vendor_mads_set_keys_and_pkeys_only_when_authentic_and_fresh(
     assert a.counters.stat("internal_errors") == 0  # neither was dissected
 
 
+def test_reserved_security_modes_are_dropped_and_counted(loop: Loopback) -> None:
+    a, b = loop.adapters
+    qp = a.cm.connect(b.gid, Service.RC, SECURE_PKEY, 2, Scope.SESSION, 2.0)
+    loop.mute = True
+    a.post_send(qp.qpn, b"in mode 2")
+    frame = bytearray(loop.frames[-1])
+    for reserved in (5, 6, 7):
+        frame[62 + 8] = (frame[62 + 8] & 0x8F) | (reserved << 4)
+        b.receive(icrc.with_icrc(bytes(frame)))
+    assert b.counters.snapshot()["drops"]["bad_mode"] == 3
+    assert b.wait_recv(qp.remote_qpn or 0, 0.1) is None
+
+
 def test_a_key_is_retired_after_the_hard_limit_of_mac_failures(loop: Loopback) -> None:
     a, b = loop.adapters
     qp = a.cm.connect(b.gid, Service.RC, SECURE_PKEY, 1, Scope.SESSION, 2.0)
