@@ -144,10 +144,12 @@ def build(args: argparse.Namespace) -> tuple[SubnetManager, Path]:
     partitions = load_partitions(args.partitions) if args.partitions else list(topo.partitions)
     check_partitions(partitions, topo)
     _setup_logging(args.log or run_dir / "logs" / "sm.log", args.verbose)
-    store = _keystore(topo, args.keys or run_dir / "keys" / "sm.keys")
+    key_db = args.keys or run_dir / "keys" / "sm.keys"
+    store = _keystore(topo, key_db)
     options = SmOptions(run_dir=run_dir, events=args.events, policy=args.policy, p4info=args.p4info,
                         p4blob=args.config, punt_rate=args.punt_rate, punt_burst=args.punt_burst,
                         distribute_keys=not args.no_keys,
+                        generated_keys=key_db.parent / f"{key_db.stem}-generated.keys",
                         sif=SifOptions(quiet_period=args.quiet_period, poll_interval=args.poll_interval),
                         traps=TrapOptions(suppress_window=args.suppress_window),
                         keys=KeyOptions(timeout=args.key_timeout, attempts=args.key_attempts))

@@ -47,6 +47,7 @@ class SmOptions:
     punt_rate: int = 200  # packets/s per host port to the SM
     punt_burst: int = 50
     distribute_keys: bool = True
+    generated_keys: Path | None = None  # where SM_SK, P_SK and CA_SK_ij are kept across restarts (0600)
     reconnect_probe: float = 0.1
     sif: SifOptions = field(default_factory=SifOptions)
     traps: TrapOptions = field(default_factory=TrapOptions)
@@ -93,7 +94,7 @@ class SubnetManager:
         self.events = EventLog(options.events or options.run_dir / "events.jsonl")
         self.sif = Sif(options.sif, lambda port: self.valid[port])
         self.traps = TrapHandler(topo, self.plan, MadSource(topo, keystore), options.traps)
-        self.keys = KeyManager(topo, partitions, keystore, options.keys)
+        self.keys = KeyManager(topo, partitions, keystore, options.keys, saved=options.generated_keys)
         self.switches: dict[str, fy.Switch] = {}
         self.state: dict[str, str] = {s.name: "connecting" for s in topo.switches}
         self.lost_at: dict[str, float] = {}

@@ -1,11 +1,12 @@
 """Key distribution (DESIGN 5): the key hierarchy, wrapped per CA, sent as vendor MADs and acknowledged.
 
 The SM generates SM_SK, one P_SK per partition and a CA_SK_ij for every pair of hosts that share a
-partition (AES-CTR DRBG), and sends each host what concerns it: SM_SK, the P_SK of the partitions it is a
-member of (never of the others: a compromised non-member stays out), its pairwise keys, and its P_Key
-table. Each MAD is wrapped under (and authenticated with) that host's CA_SK; the host's agent answers
-with an authenticated GetResp. A MAD not answered within the timeout is sent again with a fresh
-TransactionID (the agent refuses a repeated one), up to a number of attempts.
+partition (AES-CTR DRBG; kept in a 0600 key file, so an SM restart hands out the same keys again), and
+sends each host what concerns it: SM_SK, the P_SK of the partitions it is a member of (never of the
+others: a compromised non-member stays out), its pairwise keys, and its P_Key table. Each MAD is wrapped
+under (and authenticated with) that host's CA_SK; the host's agent answers with an authenticated GetResp.
+A MAD not answered within the timeout is sent again with a fresh TransactionID (the agent refuses a
+repeated one), up to a number of attempts.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ibsec import addressing, keys, layers, mad_auth
 from ibsec.agent.frames import Builder
@@ -45,7 +47,8 @@ class KeyManager:
     """Generates the keys of a topology and tracks their delivery."""
 
     def __init__(self, topo: Topology, partitions: list[Partition], keystore: keys.KeyStore,
-                 options: KeyOptions, clock: Callable[[], float] = time.monotonic) -> None:
+                 options: KeyOptions, clock: Callable[[], float] = time.monotonic,
+                 saved: Path | None = None) -> None:
         self.topo = topo
         self.keystore = keystore
         self.options = options
@@ -54,8 +57,14 @@ class KeyManager:
         self.builder = Builder(bytes.fromhex(addressing.guid_to_mac(sm_guid).replace(":", "")),
                                addressing.parse_gid(topo.sm_gid).to_bytes())
         drbg = keys.CtrDrbg(personalization=b"ibsec-sm")
-        self.sm_sk = drbg.generate_key(keys.KeyType.SM_SK)
-        self.partition_keys = {p.pkey: drbg.generate_key(keys.KeyType.P_SK, (p.pkey,)) for p in partitions}
+        known = {(k.type, k.owner): k for k in keys.read_key_file(saved)} if saved and saved.exists() else {}
+
+        def key(kind: keys.KeyType, owner: tuple[int, ...] = ()) -> keys.Key:
+            """The key kept from an earlier run (an SM restart keeps the fabric's keys), or a new one."""
+            return known.get((kind, owner)) or drbg.generate_key(kind, owner)
+
+        self.sm_sk = key(keys.KeyType.SM_SK)
+        self.partition_keys = {p.pkey: key(keys.KeyType.P_SK, (p.pkey,)) for p in partitions}
         tables = pkey_tables(topo, partitions)
         self.tables = tables
         member_of = {h: {pk & 0x7FFF for pk in t} for h, t in tables.items()}
@@ -65,7 +74,9 @@ class KeyManager:
             for b in hosts[i + 1:]:
                 if member_of[a.name] & member_of[b.name] & set(self.partition_keys):
                     owner = (a.guid, b.guid)
-                    self.pairwise[owner] = drbg.generate_key(keys.KeyType.CA_SK_IJ, owner)
+                    self.pairwise[owner] = key(keys.KeyType.CA_SK_IJ, owner)
+        if saved is not None:
+            keys.write_key_file(saved, [self.sm_sk, *self.partition_keys.values(), *self.pairwise.values()])
         self._member_of = member_of
         self.pending: dict[int, Delivery] = {}
         self.deliveries: list[Delivery] = []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ibsec import keys, layers, mad_auth
 from ibsm.keymgr import KeyManager, KeyOptions
 from ibsm.lab import ca_keys
@@ -51,3 +53,15 @@ def test_deliveries_retries_and_acks(fat_tree: Topology) -> None:
     assert km.on_response(h1, reply) == (other, 0)
     assert km.on_response(h1, reply) is None  # answered once
     assert all(k.material.hex() not in repr(km) for k in [km.sm_sk, *km.partition_keys.values()])
+
+
+def test_generated_keys_survive_a_restart(fat_tree: Topology, tmp_path: Path) -> None:
+    store = ca_keys(fat_tree)
+    saved = tmp_path / "sm-generated.keys"
+    first = KeyManager(fat_tree, list(fat_tree.partitions), store, KeyOptions(), saved=saved)
+    assert oct(saved.stat().st_mode & 0o777) == "0o600"
+    again = KeyManager(fat_tree, list(fat_tree.partitions), store, KeyOptions(), saved=saved)
+    assert again.sm_sk == first.sm_sk and again.partition_keys == first.partition_keys
+    assert again.pairwise == first.pairwise
+    fresh = KeyManager(fat_tree, list(fat_tree.partitions), store, KeyOptions())
+    assert fresh.sm_sk != first.sm_sk
