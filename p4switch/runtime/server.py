@@ -598,7 +598,8 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
                     return
                 if isinstance(item, P4RuntimeError):
                     context.abort(item.code, item.message)
-                yield item  # type: ignore[misc]
+                if isinstance(item, p4r.StreamMessageResponse):
+                    yield item
         finally:
             self.arbitration.remove(conn)
             with self._lock:

@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import grpc
 from finsy.proto import U128, p4i, p4r, p4r_grpc, rpc_status
@@ -37,6 +38,7 @@ SHARED_PROGRAMS = HERE.parent / "programs"
 VENV_BIN = Path(sys.executable).parent
 DEVICE_ID = 1
 SetPipeline = p4r.SetForwardingPipelineConfigRequest
+Stamped = TypeVar("Stamped", p4r.WriteRequest, p4r.SetForwardingPipelineConfigRequest)
 CPU_PORT = 64
 """The CPU port the test programs and servers use (runtime_test.p4's CPU_PORT)."""
 
@@ -247,11 +249,11 @@ class StreamClient:
         config = p4r.ForwardingPipelineConfig(p4info=program.p4info, p4_device_config=program.json)
         if cookie is not None:
             config.cookie.cookie = cookie
-        self.stub.SetForwardingPipelineConfig(self._stamped(SetPipeline(
+        self.stub.SetForwardingPipelineConfig(self.stamped(SetPipeline(
             device_id=self.device_id, action=SetPipeline.Action.Value(action), config=config)))
 
     def write(self, *updates: p4r.Update) -> None:
-        self.stub.Write(self._stamped(p4r.WriteRequest(device_id=self.device_id, updates=list(updates))))
+        self.stub.Write(self.stamped(p4r.WriteRequest(device_id=self.device_id, updates=list(updates))))
 
     def read(self, *entities: p4r.Entity) -> list[p4r.Entity]:
         found: list[p4r.Entity] = []
@@ -259,7 +261,8 @@ class StreamClient:
             found.extend(response.entities)
         return found
 
-    def _stamped(self, request):  # type: ignore[no-untyped-def]
+    def stamped(self, request: Stamped) -> Stamped:
+        """``request`` with this client's election id, as a primary's Write/SetForwardingPipelineConfig."""
         if self.election_id is not None:
             request.election_id.CopyFrom(U128.encode(self.election_id))
         return request

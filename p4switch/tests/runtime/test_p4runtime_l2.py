@@ -67,12 +67,12 @@ class TestPipelineConfig:
                                          l2fwd: harness.Program) -> None:
         with harness.primary_client(switch.address) as client:
             with pytest.raises(grpc.RpcError) as err:
-                client.stub.SetForwardingPipelineConfig(client._stamped(harness.SetPipeline(
+                client.stub.SetForwardingPipelineConfig(client.stamped(harness.SetPipeline(
                     device_id=harness.DEVICE_ID, action=harness.SetPipeline.COMMIT)))
             assert err.value.code() == grpc.StatusCode.NOT_FOUND
             client.set_pipeline(l2fwd, action="VERIFY_AND_SAVE")
             assert switch.device.switch is None
-            client.stub.SetForwardingPipelineConfig(client._stamped(harness.SetPipeline(
+            client.stub.SetForwardingPipelineConfig(client.stamped(harness.SetPipeline(
                 device_id=harness.DEVICE_ID, action=harness.SetPipeline.COMMIT)))
             assert switch.device.switch is not None
 
