@@ -84,9 +84,13 @@ def wait_for_keys(fabric_run: run.FabricRun, hosts: list[str], timeout: float = 
             time.sleep(0.2)
 
 
+def part_of(fabric_run: run.FabricRun, host: str) -> topofile.PartitionSpec:
+    return next(p for p in fabric_run.partitions if host in p.members)
+
+
 def connect_legit(fabric_run: run.FabricRun, roles: Roles) -> int:
     """An RC connection peer -> victim in their partition's mode; the victim echoes. Returns the QPN."""
-    part = next(p for p in fabric_run.partitions if roles.victim in p.members)
+    part = part_of(fabric_run, roles.victim)
     peer, victim = fabric_run.agents[roles.peer], fabric_run.agents[roles.victim]
     qp = peer.call("connect", remote_gid=victim.gid, service="RC", pkey=part.full_pkey,
                    mode=topofile.SECURITY_MODES.index(part.security), scope="session")
@@ -104,8 +108,8 @@ class LegitTraffic(threading.Thread):
 
     def run(self) -> None:
         try:
-            self.result = self.agent.call("perf", timeout=self.seconds + 30, test="send_lat", qpn=self.qpn,
-                                          size=64, iterations=1_000_000, duration=self.seconds)
+            self.result = self.agent.call("perf", control_timeout=self.seconds + 30, test="send_lat",
+                                          qpn=self.qpn, size=64, iterations=1_000_000, duration=self.seconds)
         except (OSError, CommandError) as err:  # the connection broke: legitimate traffic lost
             self.result = {"error": str(err)}
 
@@ -145,7 +149,7 @@ def run_demo(options: run.RunOptions, rate: int, seconds: float, say: Narrator) 
         wait_for_keys(fabric_run, [roles.victim, roles.peer])
         qpn = connect_legit(fabric_run, roles)
         say.say(f"{roles.peer} -> {roles.victim}: RC connection in mode "
-                f"{fabric_run.partitions[0].security}, legitimate ping-pong running")
+                f"{part_of(fabric_run, roles.victim).security}, legitimate ping-pong running")
         baseline = fabric_run.agents[roles.peer].call("perf", test="send_lat", qpn=qpn, size=64,
                                                       iterations=1_000_000, duration=1.5)
         legit = LegitTraffic(fabric_run.agents[roles.peer], qpn, seconds + 2)

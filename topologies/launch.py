@@ -5,6 +5,7 @@
     ibsec-fabric mesh --dims 4x4 --routing adaptive
     ibsec-fabric torus | hypercube --cube 3 | mesh3d --dims 3x2x2 | paper16
     ibsec-fabric mesh --policy dt --security icrc-mac --partitions 4 --bw 100 --delay 1ms
+    ibsec-fabric fat-tree --k 4 --levels 2 --partitions 5 --security none,icrc-mac,sth-aead,sth-auth,sth-hdr
     ibsec-fabric clean                                 # remove what a killed launcher left behind
 
 It builds the P4 program for the target (``--target`` or ``TARGET``: p4switch or bmv2), writes the run
@@ -49,8 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
     ctl.add_argument("--target", choices=tuple(network.TARGETS), default=os.environ.get("TARGET", "p4switch"))
     ctl.add_argument("--routing", choices=topofile.ROUTINGS, default="deterministic")
     ctl.add_argument("--partitions", type=int, default=2, help="partitions, hosts assigned round robin")
-    ctl.add_argument("--security", choices=topofile.SECURITY_MODES, default="sth-aead",
-                     help="security mode of every partition")
+    ctl.add_argument("--security", default="sth-aead",
+                     help=f"security mode of every partition ({', '.join(topofile.SECURITY_MODES)}), or a "
+                     "comma-separated list, one per partition")
     ctl.add_argument("--policy", choices=run.POLICIES, default="sif", help="partition filter policy")
     ctl.add_argument("--quiet-period", type=float, default=3.0,
                      help="SIF: seconds without violations before a filter is flushed")

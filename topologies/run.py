@@ -98,8 +98,9 @@ class Agent:
     process: subprocess.Popen[bytes]
     control: Path
 
-    def call(self, cmd: str, timeout: float = 30.0, **args: Any) -> Any:
-        with ControlClient(self.control, timeout=timeout) as client:
+    def call(self, cmd: str, *, control_timeout: float = 90.0, **args: Any) -> Any:
+        """One control request; ``args`` are the command's (``timeout`` included, as for ``recv``)."""
+        with ControlClient(self.control, timeout=control_timeout) as client:
             return client.call(cmd, **args)
 
     def counters(self) -> dict[str, Any]:
@@ -121,8 +122,11 @@ class FabricRun:
             (self.run_dir / sub).mkdir(parents=True, exist_ok=True)
         (self.run_dir / "keys").mkdir(mode=0o700, exist_ok=True)
         self.hosts = {h.name: h for h in self.fabric.hosts()}
-        self.partitions = topofile.partitions_round_robin(self.fabric.hosts(), options.partitions,
-                                                          options.security)
+        try:
+            self.partitions = topofile.partitions_round_robin(self.fabric.hosts(), options.partitions,
+                                                              options.security)
+        except ValueError as err:
+            raise FabricError(str(err)) from None
         self.net: FabricNet | None = None
         self.sm: subprocess.Popen[bytes] | None = None
         self.agents: dict[str, Agent] = {}
@@ -253,7 +257,7 @@ class FabricRun:
                     raise FabricError(f"agent {agent.host.name} exited with {agent.process.returncode} "
                                       f"(log {self.run_dir / 'logs' / agent.host.name}.log)")
                 with contextlib.suppress(OSError):
-                    agent.call("ping", timeout=2)
+                    agent.call("ping", control_timeout=2)
                     break
                 if time.monotonic() > deadline:
                     raise FabricError(f"agent {agent.host.name} did not answer on {agent.control}")

@@ -47,11 +47,14 @@ class PartitionSpec:
 
 def partitions_round_robin(hosts: Sequence[HostInfo], count: int, security: str) -> list[PartitionSpec]:
     """``count`` partitions p1..pN (P_Key bases 0x0001..), host i in partition i mod N, so every partition
-    spans the fabric and its traffic crosses the upper levels."""
-    if security not in SECURITY_MODES:
-        raise ValueError(f"security mode must be one of {', '.join(SECURITY_MODES)}")
-    return [PartitionSpec(f"p{n + 1}", n + 1, tuple(h.name for h in hosts if h.index % count == n), security)
-            for n in range(count)]
+    spans the fabric and its traffic crosses the upper levels. ``security`` is one mode for all, or a
+    comma-separated list that partition n takes its mode from (n mod the list's length)."""
+    modes = security.split(",")
+    bad = [m for m in modes if m not in SECURITY_MODES]
+    if bad:
+        raise ValueError(f"security mode {bad[0]!r}: expected one of {', '.join(SECURITY_MODES)}")
+    return [PartitionSpec(f"p{n + 1}", n + 1, tuple(h.name for h in hosts if h.index % count == n),
+                          modes[n % len(modes)]) for n in range(count)]
 
 
 def host_gid(host: HostInfo) -> str:

@@ -3,6 +3,7 @@ the agents' counters and the switches' pcaps. No log line is ever read."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -32,6 +33,23 @@ def flood(fabric_run: run.FabricRun, attacker: str, victim: str, pkey: int, *, c
     if claimed:
         args += ["--src-gid", fabric_run.gid(claimed)]
     return fabric_run.spawn(attacker, tool("pkey_flood", *args), f"flood-{attacker}.log")
+
+
+def wait_packet_socket(proc: subprocess.Popen[bytes], timeout: float = 30) -> None:
+    """Until ``proc`` holds an AF_PACKET socket: a sniffer is past its imports and sees frames."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"process {proc.pid} exited with {proc.returncode}"
+        try:
+            rows = Path(f"/proc/{proc.pid}/net/packet").read_text().splitlines()[1:]
+            inodes = {f"socket:[{row.split()[-1]}]" for row in rows}
+            fds = {os.readlink(fd) for fd in Path(f"/proc/{proc.pid}/fd").glob("*")}
+        except OSError:
+            fds, inodes = set(), set()
+        if fds & inodes:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"process {proc.pid} opened no packet socket within {timeout} s")
 
 
 def wait_all(procs: Iterable[subprocess.Popen[bytes]], timeout: float = 60) -> None:
@@ -91,11 +109,13 @@ def wait_keys(fabric_run: run.FabricRun, hosts: Iterable[str], timeout: float = 
 
 
 def rc_pair(fabric_run: run.FabricRun, a: str, b: str, part: topofile.PartitionSpec,
-            scope: str = "session") -> tuple[int, int]:
-    """An RC connection a -> b in ``part`` (its security mode); b echoes. (a's QPN, b's QPN)."""
+            scope: str = "session", echo: bool = True) -> tuple[int, int]:
+    """An RC connection a -> b in ``part`` (its security mode); b echoes (perf) or keeps what it receives
+    (``echo=False``, for recv). (a's QPN, b's QPN)."""
     qp = fabric_run.agents[a].call("connect", remote_gid=fabric_run.gid(b), service="RC", pkey=part.full_pkey,
                                    mode=topofile.SECURITY_MODES.index(part.security), scope=scope)
-    fabric_run.agents[b].call("serve", qpn=qp["remote_qpn"])
+    if echo:
+        fabric_run.agents[b].call("serve", qpn=qp["remote_qpn"])
     return int(qp["qpn"]), int(qp["remote_qpn"])
 
 

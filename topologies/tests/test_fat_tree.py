@@ -58,7 +58,7 @@ def test_sif_stops_a_flood_at_the_attackers_port_while_legitimate_traffic_flows(
     started = len(fat_tree.events())
     flood = scenario.flood(fat_tree, attacker, victim, 0x7A5A, claimed=claimed, count=3000, rate=1000,
                            seconds=3)
-    legit = fat_tree.agents[peer].call("perf", timeout=60, test="send_lat", qpn=qpn, size=64,
+    legit = fat_tree.agents[peer].call("perf", control_timeout=60, test="send_lat", qpn=qpn, size=64,
                                        iterations=1_000_000, duration=3.0)
     scenario.wait_all([flood])
     port = (fat_tree.hosts[attacker].switch, fat_tree.hosts[attacker].port)

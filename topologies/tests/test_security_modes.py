@@ -1,0 +1,148 @@
+"""Secure transport across the fabric (DESIGN 3, 8): five partitions, one per security mode, on a fat tree
+with k=4 and two levels (16 hosts). RC traffic round-trips in every mode; a sniffer on the receiver's
+link reads the payload in modes 0, 3 and 4 only; forged, replayed and modified frames are rejected and
+counted; brute-forcing a 32-bit tag raises the security trap at the SM."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from topologies import network, run, topofile
+
+from . import scenario
+from .conftest import launched, needs_root
+
+pytestmark = needs_root
+MODES = topofile.SECURITY_MODES  # partition p<n+1> has mode n
+ATTACKER = "h15"
+AGENTS = tuple(f"h{i}" for i in range(10))
+PAYLOAD_OFFSET = 14 + 40 + 8 + 12 + 16 + 2  # Ethernet, IPv6, UDP, BTH, STH (mode 2), into the ciphertext
+
+
+@pytest.fixture(scope="module")
+def fabric() -> Iterator[run.FabricRun]:
+    options = run.RunOptions(fabric="fat-tree", k=4, levels=2, partitions=len(MODES),
+                             security=",".join(MODES), agents=AGENTS)
+    with launched(options) as fabric_run:
+        scenario.wait_keys(fabric_run, AGENTS)
+        yield fabric_run
+
+
+def pair(fabric: run.FabricRun, mode: int) -> tuple[str, str, topofile.PartitionSpec]:
+    part = fabric.partitions[mode]
+    assert part.security == MODES[mode]
+    return part.members[0], part.members[1], part
+
+
+def sniffed_text(fabric: run.FabricRun, host: str) -> str:
+    return (fabric.run_dir / "logs" / f"sniff-{host}.log").read_text()
+
+
+def test_traffic_round_trips_in_every_mode_and_a_sniffer_reads_only_the_clear_ones(fabric: run.FabricRun
+                                                                                    ) -> None:
+    assert fabric.net is not None
+    receivers = [pair(fabric, mode)[1] for mode in range(len(MODES))]
+    sniffers = [fabric.spawn(b, scenario.tool("eavesdrop", "--iface", fabric.net.host_iface(b), "--count",
+                                              "100000", "--duration", "120"), f"sniff-{b}.log")
+                for b in receivers]
+    for sniffer in sniffers:
+        scenario.wait_packet_socket(sniffer)
+    secrets = {}
+    for mode in range(len(MODES)):
+        a, b, part = pair(fabric, mode)
+        qpn, remote = scenario.rc_pair(fabric, a, b, part, echo=False)
+        secrets[mode] = f"secret-{MODES[mode]}-{os.urandom(4).hex()}"
+        fabric.agents[a].call("send", qpn=qpn, data=secrets[mode])
+        got = fabric.agents[b].call("recv", qpn=remote, timeout=10)
+        assert got is not None and bytes.fromhex(got["data_hex"]).decode() == secrets[mode], MODES[mode]
+    time.sleep(0.5)
+    network.stop_processes(sniffers)  # each frame it learnt is already a line of its output
+    for mode, b in enumerate(receivers):
+        seen = secrets[mode] in sniffed_text(fabric, b)
+        assert seen == (MODES[mode] in ("none", "sth-auth", "sth-hdr")), MODES[mode]
+        assert f"{fabric.partitions[mode].full_pkey:#06x}" in sniffed_text(fabric, b)  # keys travel in clear
+
+
+def forge_argv(fabric: run.FabricRun, a: str, b: str, part: topofile.PartitionSpec, remote_qpn: int,
+               region: dict[str, int], psn: int, mode: int) -> list[str]:
+    assert fabric.net is not None
+    return scenario.tool("forge", "--iface", fabric.net.host_iface(ATTACKER), "--dst-gid", fabric.gid(b),
+                         "--src-gid", fabric.gid(a), "--pkey", hex(part.full_pkey), "--qpn", hex(remote_qpn),
+                         "--rkey", hex(region["rkey"]), "--va", hex(region["addr"]), "--psn", str(psn),
+                         "--mode", str(mode), "--data", "FORGED", "--count", "1")
+
+
+def next_psn(fabric: run.FabricRun, host: str, qpn: int) -> int:
+    return int(next(q for q in fabric.agents[host].call("qps") if q["qpn"] == qpn)["next_psn"])
+
+
+def test_forged_replayed_and_modified_frames_are_rejected_and_counted(fabric: run.FabricRun) -> None:
+    assert fabric.net is not None
+    a, b, part = pair(fabric, MODES.index("sth-aead"))
+    qpn, remote = scenario.rc_pair(fabric, a, b, part, echo=False)
+    for i in range(3):
+        fabric.agents[a].call("send", qpn=qpn, data=f"message {i}")
+        assert fabric.agents[b].call("recv", qpn=remote, timeout=10) is not None
+    region = fabric.agents[b].call("reg_mr", length=4096)
+    drops = fabric.agents[b].counters()["drops"]
+    fabric.run_tool(ATTACKER, forge_argv(fabric, a, b, part, remote, region, next_psn(fabric, a, qpn), 2))
+    time.sleep(1)
+    after_forge = fabric.agents[b].counters()["drops"]
+    assert after_forge["mac_failure"] == drops["mac_failure"] + 1
+    memory = fabric.agents[b].call("read_mr", rkey=region["rkey"], length=6)["data_hex"]
+    assert bytes.fromhex(memory) == bytes(6)  # the forged write changed nothing
+
+    sent_by_a = fabric.hosts[a]
+    capture = fabric.run_dir / "pcaps" / f"{sent_by_a.switch}-{sent_by_a.port}_in.pcap"
+    replay = scenario.tool("replay", "--iface", fabric.net.host_iface(ATTACKER), "--dst-gid", fabric.gid(b),
+                           "--pcap", str(capture), "--capture", "3", "--count", "3")
+    summary = fabric.run_tool(ATTACKER, replay)[-1]
+    modified = fabric.run_tool(ATTACKER, [*replay, "--flip", str(PAYLOAD_OFFSET)])[-1]
+    assert summary["sent"] == 3 and modified["sent"] == 3
+    time.sleep(1)
+    final = fabric.agents[b].counters()["drops"]
+    assert final["replay"] - after_forge["replay"] >= 3  # the unmodified copies: replays, counted
+    assert sum(final.values()) - sum(after_forge.values()) == 6  # every copy dropped, each counted once
+    assert fabric.agents[b].call("recv", qpn=remote, timeout=0.5) is None  # nothing delivered twice
+
+
+def test_a_forged_write_lands_when_security_is_off(fabric: run.FabricRun) -> None:
+    a, b, part = pair(fabric, MODES.index("none"))
+    qpn, remote = scenario.rc_pair(fabric, a, b, part, echo=False)
+    fabric.agents[a].call("send", qpn=qpn, data="hello")
+    assert fabric.agents[b].call("recv", qpn=remote, timeout=10) is not None
+    region = fabric.agents[b].call("reg_mr", length=4096)
+    fabric.run_tool(ATTACKER, forge_argv(fabric, a, b, part, remote, region, next_psn(fabric, a, qpn), 0))
+    time.sleep(1)
+    landed = bytes.fromhex(fabric.agents[b].call("read_mr", rkey=region["rkey"], length=6)["data_hex"])
+    assert landed == b"FORGED"  # mode 0: nothing stops an impersonated RDMA WRITE
+
+
+def test_tag_brute_force_raises_the_security_trap(fabric: run.FabricRun) -> None:
+    assert fabric.net is not None
+    a, b, part = pair(fabric, MODES.index("icrc-mac"))
+    qpn, remote = scenario.rc_pair(fabric, a, b, part, echo=False)
+    fabric.agents[a].call("send", qpn=qpn, data="before")
+    assert fabric.agents[b].call("recv", qpn=remote, timeout=10) is not None
+    before = fabric.agents[b].counters()["drops"]["mac_failure"]
+    started = len(fabric.events())
+    argv = scenario.tool("tag_brute", "--iface", fabric.net.host_iface(ATTACKER), "--dst-gid", fabric.gid(b),
+                         "--src-gid", fabric.gid(a), "--pkey", hex(part.full_pkey), "--qpn", hex(remote),
+                         "--psn", str(next_psn(fabric, a, qpn)), "--count", "48")
+    assert fabric.run_tool(ATTACKER, argv)[-1]["tags_tried"] == 48
+    deadline = time.monotonic() + 15
+    traps: list[dict[str, object]] = []
+    while not traps and time.monotonic() < deadline:
+        traps = [e for e in fabric.events()[started:] if e["event"] == "trap" and e.get("kind") == "security"]
+        time.sleep(0.2)
+    assert traps, "no security trap reached the SM"
+    assert traps[0]["status"] == "accepted" and traps[0]["victim"] == b
+    assert fabric.agents[b].counters()["drops"]["mac_failure"] - before == 48
+    fabric.agents[a].call("send", qpn=qpn, data="after")  # the real peer still gets through
+    got = fabric.agents[b].call("recv", qpn=remote, timeout=10)
+    assert got is not None and bytes.fromhex(got["data_hex"]) == b"after", json.dumps(got)
