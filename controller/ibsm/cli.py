@@ -33,7 +33,8 @@ from .sif import SifOptions
 from .topology import Topology, TopologyError, load_topology
 from .traps import TrapOptions
 
-RUNS = Path("runs")
+RUNS = (Path("runs"), Path(__file__).resolve().parents[2] / "runs")
+"""Where `sm traceback` and `sm status` look for the newest run: ./runs, then the project's runs/."""
 CONFIG_ERRORS = (TopologyError, PartitionError, TopologyTooLarge, FabricError, SmConfigError,
                  keys.IbsecKeyError)
 
@@ -97,10 +98,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _newest_run() -> Path:
-    runs = sorted(p.parent for p in RUNS.glob("*/events.jsonl"))
-    if not runs:
-        raise SmConfigError(f"no run directory with an events file under {RUNS.resolve()}; name one")
-    return runs[-1]
+    for root in RUNS:
+        runs = sorted(p.parent for p in root.glob("*/events.jsonl"))
+        if runs:
+            return runs[-1]
+    raise SmConfigError(f"no run directory with an events file under {' or '.join(map(str, RUNS))}; name one")
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -98,10 +98,9 @@ class SubnetManager:
         self.switches: dict[str, fy.Switch] = {}
         self.state: dict[str, str] = {s.name: "connecting" for s in topo.switches}
         self.lost_at: dict[str, float] = {}
-        self.trap_log: list[dict[str, Any]] = []
         self.stats: dict[str, int] = {"packet_ins": 0, "ignored": 0}
         self._controller: fy.Controller | None = None
-        self._lock = asyncio.Lock()
+        self._probes: set[asyncio.Task[None]] = set()
         self._sif_lock = asyncio.Lock()
         self.ready = asyncio.Event()
         self._keys_started = False
@@ -133,9 +132,9 @@ class SubnetManager:
                 task.result()  # a manager that failed stops the SM with its error
         finally:
             self._stopping = True
-            for task in tasks:
+            for task in [*tasks, *self._probes]:
                 task.cancel()
-            for task in tasks:
+            for task in [*tasks, *self._probes]:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
             self.events.emit("sm-stop", traps=dict(self.traps.counters))
@@ -148,7 +147,9 @@ class SubnetManager:
         self.lost_at[sw.name] = time.monotonic()
         self.events.emit("switch-lost", switch=sw.name)
         log.warning("%s: P4Runtime channel lost", sw.name)
-        asyncio.get_running_loop().create_task(self._probe(sw.name))
+        probe = asyncio.get_running_loop().create_task(self._probe(sw.name))
+        self._probes.add(probe)
+        probe.add_done_callback(self._probes.discard)
 
     async def _probe(self, name: str) -> None:
         """Reconnect as soon as the switch's port answers again, instead of waiting out gRPC's backoff:
@@ -255,15 +256,14 @@ class SubnetManager:
             self._on_key_response(raw)
             return None
         report = self.traps.handle(raw, switch, port)
-        record = self.events.emit("trap", **report.as_event())
+        self.events.emit("trap", **report.as_event())
         if report.status == "accepted" and report.trace is not None:
             t = report.trace
-            record = self.events.emit(
+            self.events.emit(
                 "traceback", victim=report.victim, bad_key=f"{report.bad_key:#06x}",
                 claimed_source=report.claimed_source, claimed_host=report.claimed_host, traced_host=t.host,
                 traced_switch=t.switch, traced_port=t.port, scheme=t.scheme, packets_needed=t.packets_needed,
                 mf=f"{report.mf:#012x}")
-            self.trap_log.append(record)
             if self.policy == "sif" and report.number == layers.TRAP_BAD_PKEY and report.bad_key is not None:
                 if report.bad_key & PKEY_BASE == DEFAULT_PKEY:
                     # filtering the default partition would cut the port off from the SM itself
