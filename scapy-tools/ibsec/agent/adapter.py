@@ -54,6 +54,8 @@ FIRST_QPN = 0x100
 QPN_MAX = 0xFFFFFF
 MAX_QPS = 4096  # CM requests from anyone create QPs: the table must not grow without bound
 MAX_UD_PEERS = 1024
+MAX_MESSAGE = 1 << 24  # bytes a multi-packet SEND may gather before it is refused
+SEGMENTS = ("ONLY", "FIRST", "MIDDLE", "LAST")
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,7 @@ class AgentConfig:
     ack_timeout: float = 0.05
     retries: int = 7
     skc_bytes: int = 16384
+    mtu: int = 4096  # path MTU: payload bytes per packet (IBA: 256, 512, 1024, 2048 or 4096)
 
 
 def load_partitions(path: Path) -> list[Partition]:
@@ -261,55 +264,61 @@ class Adapter:
         return qp
 
     def post_send(self, qpn: int, data: bytes, dest: tuple[str, int] | None = None) -> None:
-        """SEND ``data`` on an RC QP, or on a UD QP to ``dest`` = (GID, QPN) resolved with SIDR."""
+        """SEND ``data`` on an RC QP (in path-MTU packets), or on a UD QP to ``dest`` = (GID, QPN)."""
         qp = self.qp(qpn)
         if qp.service is Service.UD:
             self._post_ud(qp, data, dest)
             return
-        self._post_rc(self._ready(qpn), "RC_SEND_ONLY", data)
+        self._post_rc(self._ready(qpn), "RC_SEND", data)
 
     def post_write(self, qpn: int, va: int, r_key: int, data: bytes, memory_key: bytes | None = None) -> None:
         """RDMA WRITE ``data`` to remote ``va`` under ``r_key``; ``memory_key`` proves a (sub-)region key."""
         qp = self._ready(qpn)
         if memory_key is not None and qp.mode == 0:
             raise AdapterError("extended memory protection needs a security mode with a MAC (1-4)")
-        self._post_rc(qp, "RC_RDMA_WRITE_ONLY", data, reth=(va, r_key, len(data)), memory_key=memory_key)
+        self._post_rc(qp, "RC_RDMA_WRITE", data, reth=(va, r_key, len(data)), memory_key=memory_key)
 
     def _post_rc(
         self,
         qp: QueuePair,
-        opcode: str,
+        operation: str,
         data: bytes,
         reth: tuple[int, int, int] | None = None,
         memory_key: bytes | None = None,
     ) -> None:
+        """One message as path-MTU packets: ONLY, or FIRST (with the RETH), MIDDLEs and LAST."""
         assert qp.security is not None and qp.remote_gid is not None and qp.remote_qpn is not None
         if qp.security.retired:
             raise AdapterError(f"QP {qp.qpn:#x}: key retired after repeated MAC failures")
+        mtu = self.config.mtu
+        chunks = [data[i : i + mtu] for i in range(0, len(data), mtu)] or [b""]
         with self._lock:
-            epsn = qp.next_psn
-            qp.next_psn += 1
             key = self.key_of(qp.security)
             key = key if memory_key is None or key is None else proof_key(key, memory_key)
-            plain = self.builder.plain(
-                qp.remote_gid,
-                opcode,
-                qp.partition.pkey,
-                qp.remote_qpn,
-                epsn,
-                data,
-                ackreq=True,
-                src_qp=qp.qpn,
-                reth=reth,
-            )
-            frame = frames.seal(plain, qp.security, key)
-            qp.unacked[epsn] = Unacked(frame, time.monotonic())
-            self.transmit(frame)  # under the lock: frames leave in PSN order
+            for n, chunk in enumerate(chunks):
+                epsn = qp.next_psn
+                qp.next_psn += 1
+                plain = self.builder.plain(
+                    qp.remote_gid,
+                    f"{operation}_{_segment(n, len(chunks))}",
+                    qp.partition.pkey,
+                    qp.remote_qpn,
+                    epsn,
+                    chunk,
+                    ackreq=True,
+                    src_qp=qp.qpn,
+                    reth=reth if n == 0 else None,
+                )
+                frame = frames.seal(plain, qp.security, key)
+                qp.unacked[epsn] = Unacked(frame, time.monotonic())
+                self.transmit(frame)  # under the lock: frames leave in PSN order
         self.counters.bump("tx_bytes", len(data))
 
     def _post_ud(self, qp: QueuePair, data: bytes, dest: tuple[str, int] | None) -> None:
         if dest is None:
             raise AdapterError("a UD send needs a destination (GID, QPN)")
+        if len(data) > self.config.mtu:
+            raise AdapterError(f"a UD message is one packet: at most the path MTU, {self.config.mtu} bytes")
         peer = qp.peers.get((str(ipaddress.IPv6Address(dest[0])), dest[1]))
         if peer is None:
             raise AdapterError(f"destination {dest[0]} QP {dest[1]:#x} not resolved (run SIDR first)")
@@ -473,45 +482,103 @@ class Adapter:
             self._fail(qp, "key retired")
 
     def _receive_request(self, qp: QueuePair, view: frames.View) -> None:
-        assert qp.security is not None
-        if view.opcode_name == "RC_RDMA_WRITE_ONLY":
-            self._receive_write(qp, view)
+        """An RC request: SEND or RDMA WRITE, one packet (``_ONLY``) or one of a multi-packet message."""
+        operation, _, segment = view.opcode_name.removeprefix("RC_").rpartition("_")
+        opening = segment in ("ONLY", "FIRST")
+        supported = segment in SEGMENTS and operation in ("SEND", "RDMA_WRITE")
+        if not supported or opening != (qp.inbound is None):
+            self.counters.drop(Drop.MALFORMED)  # unsupported, or out of place within a message
             return
-        if view.opcode_name != "RC_SEND_ONLY":
+        if operation == "SEND":
+            self._receive_send(qp, view, segment)
+        elif opening:
+            self._receive_write_start(qp, view, segment)
+        else:
+            self._receive_write_more(qp, view, segment)
+
+    def _receive_send(self, qp: QueuePair, view: frames.View, segment: str) -> None:
+        assert qp.security is not None
+        inbound = qp.inbound
+        opened = self._open(qp, view, qp.security, qp.security.requests)
+        if opened is None:
+            return
+        payload = opened[0]
+        if inbound is not None and (inbound.send is None or len(inbound.send) + len(payload) > MAX_MESSAGE):
             self.counters.drop(Drop.MALFORMED)
             return
-        opened = self._open(qp, view, qp.security, qp.security.requests)
-        if opened is not None:
-            self.streaks.success(qp.qpn)
-            self._acknowledge(qp, opened[1])
-            self._deliver(qp, opened[0], {"psn": view.psn})
+        self._accepted(qp, opened[1])
+        if segment == "ONLY":
+            self._deliver(qp, payload, {"psn": view.psn})
+        elif segment == "FIRST":
+            qp.inbound = Inbound(send=bytearray(payload))
+        elif inbound is not None and inbound.send is not None:
+            inbound.send += payload
+            if segment == "LAST":
+                qp.inbound = None
+                self._deliver(qp, bytes(inbound.send), {"psn": view.psn})
 
-    def _receive_write(self, qp: QueuePair, view: frames.View) -> None:
-        """RDMA WRITE: R_Key, bounds, then the MAC (under a memory key if the region demands one)."""
+    def _receive_write_start(self, qp: QueuePair, view: frames.View, segment: str) -> None:
+        """RDMA WRITE (ONLY or FIRST): R_Key, bounds of the whole message, then the MAC (under a memory
+        key if the region demands one), then the bytes."""
         assert qp.security is not None and view.reth is not None
         va, r_key, length = view.reth
         region = self.memory.lookup(r_key)
         if region is None:
             self.counters.drop(Drop.BAD_RKEY)
             return
-        if not region.contains(va, length) or length != view.payload_length:
+        fits = length == view.payload_length if segment == "ONLY" else view.payload_length < length
+        if not region.contains(va, length) or not fits:
             self.counters.drop(Drop.OUT_OF_BOUNDS)
             return
+        key = None
         if region.tree is not None:
-            opened = self._open_with_memory_key(qp, view, region)
+            found = self._open_with_memory_key(qp, view, region)
+            opened, key = found if found is not None else (None, None)
         else:
             opened = self._open(qp, view, qp.security, qp.security.requests)
         if opened is None:
             return
+        payload = opened[0]
+        region.write(va, payload)
+        if segment == "FIRST":
+            qp.inbound = Inbound(region=region, va=va + len(payload), remaining=length - len(payload),
+                                 key=key)
+        self.counters.bump("rdma_write_bytes", len(payload))
+        self._accepted(qp, opened[1])
+
+    def _receive_write_more(self, qp: QueuePair, view: frames.View, segment: str) -> None:
+        """RDMA WRITE MIDDLE or LAST: under the key and into the place its FIRST packet set up."""
+        assert qp.security is not None and qp.inbound is not None
+        inbound = qp.inbound
+        if inbound.region is None:
+            self.counters.drop(Drop.MALFORMED)
+            return
+        opened = self._open(qp, view, qp.security, qp.security.requests, inbound.key)
+        if opened is None:
+            return
+        payload = opened[0]
+        if len(payload) > inbound.remaining or (segment == "LAST") != (len(payload) == inbound.remaining):
+            self.counters.drop(Drop.OUT_OF_BOUNDS)
+            return
+        inbound.region.write(inbound.va, payload)
+        inbound.va += len(payload)
+        inbound.remaining -= len(payload)
+        if segment == "LAST":
+            qp.inbound = None
+        self.counters.bump("rdma_write_bytes", len(payload))
+        self._accepted(qp, opened[1])
+
+    def _accepted(self, qp: QueuePair, info: transport.OpenInfo) -> None:
+        """A request verified: the MAC-failure streak ends and the request is acknowledged."""
         self.streaks.success(qp.qpn)
-        region.write(va, opened[0])
-        self.counters.bump("rdma_write_bytes", length)
-        self._acknowledge(qp, opened[1])
+        self._acknowledge(qp, info)
 
     def _open_with_memory_key(
         self, qp: QueuePair, view: frames.View, region: Region
-    ) -> tuple[bytes, transport.OpenInfo] | None:
-        """The MAC must prove the key of a tree node containing the write: at most depth + 1 tries."""
+    ) -> tuple[tuple[bytes, transport.OpenInfo], bytes] | None:
+        """Open a write to an extended-protection region: its MAC must prove the key of a tree node that
+        contains the whole write (at most depth + 1 tries). Returns what was opened and the proof key
+        (the rest of the message must verify under it); None if refused (counted)."""
         assert qp.security is not None and view.reth is not None
         connection_key = self.key_of(qp.security)
         if connection_key is None or region.key is None or region.tree is None:
@@ -520,17 +587,12 @@ class Adapter:
         va, _, length = view.reth
         for start, size in region.candidate_nodes(va, length):
             node_key = keys.derive_subregion_key(region.key, region.tree, start, size).material
+            proof = proof_key(connection_key, node_key)
             try:
-                return self._open(
-                    qp,
-                    view,
-                    qp.security,
-                    qp.security.requests,
-                    proof_key(connection_key, node_key),
-                    trial=True,
-                )
+                opened = self._open(qp, view, qp.security, qp.security.requests, proof, trial=True)
             except transport.MacFailure:
                 continue
+            return None if opened is None else (opened, proof)
         self.counters.drop(Drop.MEMORY_KEY)
         self._mac_failure(qp, view)
         return None
@@ -630,6 +692,7 @@ class Adapter:
             "gid": self.gid,
             "guid": f"{self.guid:#018x}",
             "lid": self.config.lid,
+            "mtu": self.config.mtu,
             "mac": self.config.mac.hex(":"),
             "sm_gid": self.config.sm_gid,
             "pkeys": [
@@ -637,3 +700,21 @@ class Adapter:
             ],
             "keys": self.keyring.describe(),
         }
+
+
+@dataclass
+class Inbound:
+    """A multi-packet RC message being received: a SEND's bytes so far, or where a WRITE goes on."""
+
+    send: bytearray | None = None
+    region: Region | None = None
+    va: int = 0
+    remaining: int = 0
+    key: bytes | None = None  # extended memory protection: the proof key the FIRST packet verified under
+
+
+def _segment(index: int, count: int) -> str:
+    """Which packet of a message this is: ONLY, FIRST, MIDDLE or LAST."""
+    if count == 1:
+        return "ONLY"
+    return "FIRST" if index == 0 else "LAST" if index == count - 1 else "MIDDLE"

@@ -24,6 +24,9 @@ from .rawport import RawPort
 
 log = logging.getLogger("ibsec.agent")
 
+IB_MTUS = (256, 512, 1024, 2048, 4096)
+MAX_OVERHEAD = 14 + 40 + 8 + 12 + 16 + 16 + 4  # Ethernet, IPv6, UDP, BTH, RETH, STH, ICRC
+
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
@@ -56,6 +59,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--ack-timeout", type=float, default=0.05, help="RC retransmission timeout, seconds")
     parser.add_argument("--retries", type=int, default=7, help="RC retransmissions before the QP errors")
+    parser.add_argument("--mtu", type=int, choices=IB_MTUS,
+                        help="path MTU in payload bytes (default: the largest that fits the interface's MTU)")
     parser.add_argument("--skc-bytes", type=int, default=16384, help="session key cache size in bytes")
     return parser.parse_args(argv)
 
@@ -67,6 +72,12 @@ def setup_logging(path: Path, name: str) -> None:
     root = logging.getLogger()
     root.addHandler(handler)
     root.setLevel(logging.INFO)
+
+
+def path_mtu(iface: str) -> int:
+    """The largest IB MTU whose packets (with every header, an STH and the ICRC) fit the interface."""
+    link_mtu = int(Path(f"/sys/class/net/{iface}/mtu").read_text())
+    return max([m for m in IB_MTUS if m + MAX_OVERHEAD <= link_mtu], default=IB_MTUS[0])
 
 
 def config_from(args: argparse.Namespace, mac: bytes) -> AgentConfig:
@@ -83,6 +94,7 @@ def config_from(args: argparse.Namespace, mac: bytes) -> AgentConfig:
         retire_after=args.retire_after,
         ack_timeout=args.ack_timeout,
         retries=args.retries,
+        mtu=args.mtu or path_mtu(args.iface),
         skc_bytes=args.skc_bytes,
     )
 

@@ -186,6 +186,7 @@ def _corpus(loop: Loopback) -> list[bytes]:
     for mode in range(5):
         qp = a.cm.connect(b.gid, Service.RC, SECURE_PKEY, mode, Scope.SESSION, 2.0)
         a.post_send(qp.qpn, bytes(range(mode * 10 + 5)))
+        a.post_send(qp.qpn, os.urandom(2 * a.config.mtu + 100))  # FIRST, MIDDLE, LAST
         region = b.memory.register(1024, 2 if mode else None)
         memory_key = b.memory.delegate(region.r_key, region.addr, 1024).material if mode else None
         a.post_write(qp.qpn, region.addr, region.r_key, b"w" * 33, memory_key)

@@ -3,6 +3,7 @@ RDMA WRITE with R_Key and bounds checks, extended memory protection, perftest-li
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -13,6 +14,7 @@ from ibsec.agent.lab import SECURE_PKEY, Agent, Fabric, Provisioned, provision, 
 from .helpers import wait_for
 
 SCOPES = ("partition", "session", "derived")
+MTU = 1024  # small, so that messages of a few KiB travel as FIRST, MIDDLE..., LAST
 
 
 @dataclass
@@ -27,7 +29,7 @@ class Pair:
 def pair(module_fabric: Callable[[int], Fabric]) -> Pair:
     fabric = module_fabric(2)
     prov = provision(fabric, fabric.hosts)
-    a, b = start_agents(fabric, fabric.hosts, prov, None, "--ack-timeout", "0.05")
+    a, b = start_agents(fabric, fabric.hosts, prov, None, "--ack-timeout", "0.05", "--mtu", str(MTU))
     return Pair(fabric, a, b, prov)
 
 
@@ -205,3 +207,41 @@ def test_disconnect_tears_down_both_ends_and_forgets_the_session_key(pair: Pair)
     )
     with pytest.raises(CommandError, match="no QP"):
         pair.a.call("send", qpn=qpn, data="too late")
+
+
+@pytest.mark.parametrize("mode", [0, 2, 4])
+def test_messages_longer_than_the_path_mtu_travel_as_several_packets(pair: Pair, mode: int) -> None:
+    assert pair.a.call("info")["mtu"] == MTU
+    message = os.urandom(5 * MTU + 123)
+    qpn, remote = rc_pair(pair.a, pair.b, mode, "session")
+    pair.a.call("send", qpn=qpn, data_hex=message.hex())
+    assert bytes.fromhex(pair.b.call("recv", qpn=remote, timeout=5)["data_hex"]) == message
+    region = pair.b.call("reg_mr", length=8 * MTU)
+    assert pair.a.call("write", qpn=qpn, va=region["addr"] + 100, rkey=region["rkey"],
+                       data_hex=message.hex())["acked"]
+    content = bytes.fromhex(pair.b.call("read_mr", rkey=region["rkey"])["data_hex"])
+    assert content[100:100 + len(message)] == message and not any(content[100 + len(message):])
+    frames_before = pair.b.counters()["stats"]["rx_frames"]
+    pair.a.call("send", qpn=qpn, data="short")
+    assert pair.b.call("recv", qpn=remote, timeout=5)["data_hex"] == b"short".hex()
+    assert pair.b.counters()["stats"]["rx_frames"] == frames_before + 1
+
+
+def test_a_multi_packet_write_proves_the_sub_region_key_in_every_packet(pair: Pair) -> None:
+    region = pair.b.call("reg_mr", length=16 * MTU, ext_depth=2)
+    base, rkey = region["addr"], region["rkey"]
+    quarter = 4 * MTU
+    sub = pair.b.call("mr_key", rkey=rkey, start=base + quarter, length=quarter)
+    data = os.urandom(3 * MTU + 7)
+    qpn, _ = rc_pair(pair.a, pair.b, 2, "session")
+    assert pair.a.call("write", qpn=qpn, va=base + quarter + 5, rkey=rkey, data_hex=data.hex(),
+                       memory_key_hex=sub["key_hex"])["acked"]
+    refused = drops(pair.b, "memory_key")
+    qpn, _ = rc_pair(pair.a, pair.b, 2, "session")
+    assert not pair.a.call("write", qpn=qpn, va=base + 2 * quarter - 3 * MTU, rkey=rkey,
+                           data_hex=os.urandom(3 * MTU + 1).hex(), memory_key_hex=sub["key_hex"],
+                           timeout=0.5)["acked"]  # its last byte is one past the sub-region
+    assert drops(pair.b, "memory_key") > refused
+    content = bytes.fromhex(pair.b.call("read_mr", rkey=rkey)["data_hex"])
+    assert content[quarter + 5:quarter + 5 + len(data)] == data
+    assert not any(content[:quarter]) and not any(content[2 * quarter:])
