@@ -180,8 +180,6 @@ def decode_table_action(index: P4InfoIndex, table: Table, msg: p4r.TableEntry
         if not index.profile(table.implementation_id).with_selector:
             raise invalid(f"table {table.name}: groups need an action selector")
         return engine.GroupRef(msg.action.action_profile_group_id)
-    if kind == "action_profile_action_set":
-        raise unimplemented("one-shot action selector programming is not supported by p4switch")
     raise invalid(f"table {table.name} is {'indirect' if indirect else 'direct'}: action {kind} not allowed")
 
 
@@ -197,6 +195,24 @@ def encode_meter_config(cfg: engine.MeterConfig) -> p4r.MeterConfig:
     return p4r.MeterConfig(cir=cfg.cir, cburst=cfg.cburst, pir=cfg.pir, pburst=cfg.pburst)
 
 
+EntryKey = tuple[str, frozenset[tuple[str, engine.Match]], int]
+"""(table, match, priority): what identifies a table entry"""
+
+
+def entry_key(table: Table, match: dict[str, engine.Match], priority: int) -> EntryKey:
+    return table.name, frozenset(match.items()), priority
+
+
+def direct_state(table: Table, msg: p4r.TableEntry
+                 ) -> tuple[tuple[int, int] | None, engine.MeterConfig | None]:
+    """The direct counter data and meter config an entry sets (None: not given, or no such resource)."""
+    counter = (msg.counter_data.byte_count, msg.counter_data.packet_count) \
+        if msg.HasField("counter_data") and table.direct_counter_id else None
+    meter = decode_meter_config(msg.meter_config) if msg.HasField("meter_config") and table.direct_meter_id \
+        else None
+    return counter, meter
+
+
 def decode_entry(index: P4InfoIndex, msg: p4r.TableEntry) -> tuple[Table, engine.TableEntry]:
     """A whole TableEntry for INSERT/MODIFY (the action must be set)."""
     if msg.is_const:
@@ -207,10 +223,7 @@ def decode_entry(index: P4InfoIndex, msg: p4r.TableEntry) -> tuple[Table, engine
             raise unimplemented(f"table {table.name}: idle timeouts are not supported by p4switch")
         raise invalid(f"table {table.name} has no idle timeout: idle_timeout_ns must be 0")
     action = decode_table_action(index, table, msg)
-    counter = (msg.counter_data.byte_count, msg.counter_data.packet_count) \
-        if msg.HasField("counter_data") and table.direct_counter_id else None
-    meter = decode_meter_config(msg.meter_config) \
-        if msg.HasField("meter_config") and table.direct_meter_id else None
+    counter, meter = direct_state(table, msg)
     return table, engine.TableEntry(match, action, priority, counter_data=counter, meter_config=meter)
 
 

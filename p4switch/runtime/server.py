@@ -24,15 +24,14 @@ from p4switch.runtime.arbitration import CLOSE, Arbitration, Connection
 from p4switch.runtime.device import Device
 from p4switch.runtime.digests import DigestEngine
 from p4switch.runtime.errors import P4RuntimeError, already_exists, invalid, not_found, unimplemented
-from p4switch.runtime.p4info import Array, P4InfoIndex, Table
+from p4switch.runtime.oneshot import HIDDEN_BASE, OneShots, is_hidden
+from p4switch.runtime.p4info import Array, P4InfoIndex, Profile, Table
 
 API_VERSION = "1.4.1"
 MAX_MESSAGE = 256 << 20
 """Largest request/response: big programs and batches fit (gRPC's default is 4 MiB)."""
 T = TypeVar("T")
 Update = p4r.Update
-EntryKey = tuple[str, frozenset[tuple[str, engine.Match]], int]
-"""(table, match, priority): what identifies a table entry"""
 
 
 @dataclass
@@ -56,7 +55,8 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
         self._lock = threading.RLock()
         self._conns: set[Connection] = set()
         self._mcast_metadata: dict[int, bytes] = {}
-        self._entry_cookies: dict[EntryKey, tuple[int, bytes]] = {}
+        self._entry_cookies: dict[codec.EntryKey, tuple[int, bytes]] = {}
+        self.oneshots = OneShots()
         device.to_cpu = self._packet_in
 
     # ====================================================================== capabilities / pipeline
@@ -111,6 +111,7 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
         self.digests.reset()
         self._mcast_metadata.clear()
         self._entry_cookies.clear()
+        self.oneshots.clear()
         switch.digest_sink = self._digest_sink(index)
         self.device.install(switch, config.p4_device_config)
         self.pipeline = Pipeline(config, index)
@@ -200,6 +201,9 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
         if table.is_const and (kind != Update.MODIFY or msg.HasField("action")):
             raise P4RuntimeError(grpc.StatusCode.PERMISSION_DENIED,
                                  f"table {table.name} is const: its entries cannot be changed")
+        if kind != Update.DELETE and msg.action.WhichOneof("type") == "action_profile_action_set":
+            self._write_oneshot(pipe, kind, table, msg)
+            return
         if kind == Update.INSERT:
             entry = codec.decode_entry(index, msg)[1]
             self._check_reference(pipe, table, entry.action)
@@ -211,24 +215,50 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
         _, match, priority = codec.decode_key(index, msg)
         if kind == Update.DELETE:
             switch.table_delete(table.name, engine.TableEntry(match, _NO_ACTION, priority))
-            self._entry_cookies.pop(_entry_key(table, match, priority), None)
+            self._entry_cookies.pop(codec.entry_key(table, match, priority), None)
+            self.oneshots.drop(codec.entry_key(table, match, priority), switch)
             return
         action = codec.decode_table_action(index, table, msg) if msg.HasField("action") else \
             _find_entry(switch, table, match, priority).action
         self._check_reference(pipe, table, action)
-        counter = (msg.counter_data.byte_count, msg.counter_data.packet_count) \
-            if msg.HasField("counter_data") and table.direct_counter_id else None
-        meter = codec.decode_meter_config(msg.meter_config) \
-            if msg.HasField("meter_config") and table.direct_meter_id else None
+        counter, meter = codec.direct_state(table, msg)
         switch.table_modify(table.name, engine.TableEntry(match, action, priority, counter_data=counter,
                                                           meter_config=meter))
+        if msg.HasField("action"):
+            self.oneshots.drop(codec.entry_key(table, match, priority), switch)
+        self._remember_cookies(table, match, priority, msg)
+
+    def _write_oneshot(self, pipe: Pipeline, kind: int, table: Table, msg: p4r.TableEntry) -> None:
+        """INSERT/MODIFY of an entry given with an action set: it points at a new hidden group."""
+        switch, index = self._switch(), pipe.index
+        _, match, priority = codec.decode_key(index, msg)
+        profile = index.profile(table.implementation_id)
+        if not profile.with_selector:
+            raise invalid(f"table {table.name}: action sets need an action selector")
+        if any(not is_hidden(m.member_id) for m in switch.members(profile.name)):
+            raise invalid(f"{profile.name} is programmed with members and groups: no action sets")
+        exists = any(e.match == match and e.priority == priority for e in switch.table_entries(table.name))
+        if kind == Update.INSERT and exists:
+            raise already_exists(f"the entry exists in table {table.name}")
+        if kind == Update.MODIFY and not exists:
+            raise not_found(f"no such entry in table {table.name}")
+        hidden = self.oneshots.create(switch, index, table, profile, msg.action.action_profile_action_set)
+        counter, meter = codec.direct_state(table, msg)
+        entry = engine.TableEntry(match, engine.GroupRef(hidden.group_id), priority, counter_data=counter,
+                                  meter_config=meter)
+        try:
+            (switch.table_insert if kind == Update.INSERT else switch.table_modify)(table.name, entry)
+        except engine.EngineError:
+            self.oneshots.release(switch, hidden)
+            raise
+        self.oneshots.bind(codec.entry_key(table, match, priority), hidden, switch)
         self._remember_cookies(table, match, priority, msg)
 
     def _remember_cookies(self, table: Table, match: dict[str, engine.Match], priority: int,
                           msg: p4r.TableEntry) -> None:
         """The opaque controller_metadata and metadata of an entry, returned on reads (the engine has
         no use for them)."""
-        key = _entry_key(table, match, priority)
+        key = codec.entry_key(table, match, priority)
         if msg.controller_metadata or msg.metadata:
             self._entry_cookies[key] = (msg.controller_metadata, msg.metadata)
         else:
@@ -277,7 +307,11 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
                 if entry.is_default or (key is not None and (entry.match, entry.priority) != key):
                     continue
                 out = codec.encode_entry(index, table, entry, counter=counter, meter=meter)
-                cookies = self._entry_cookies.get(_entry_key(table, entry.match, entry.priority))
+                entry_key = codec.entry_key(table, entry.match, entry.priority)
+                action_set = self.oneshots.action_set(entry_key)
+                if action_set is not None:
+                    out.action.action_profile_action_set.CopyFrom(action_set)
+                cookies = self._entry_cookies.get(entry_key)
                 if cookies:
                     out.controller_metadata, out.metadata = cookies
                 yield p4r.Entity(table_entry=out)
@@ -286,6 +320,7 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
     def _write_action_profile_member(self, pipe: Pipeline, kind: int, msg: p4r.ActionProfileMember) -> None:
         switch, index = self._switch(), pipe.index
         profile = index.profile(msg.action_profile_id)
+        self._check_explicit(profile, msg.member_id)
         if kind == Update.DELETE:
             switch.member_delete(profile.name, msg.member_id)
             return
@@ -295,12 +330,20 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
         write = switch.member_insert if kind == Update.INSERT else switch.member_modify
         write(profile.name, msg.member_id, action)
 
+    def _check_explicit(self, profile: Profile, ident: int) -> None:
+        """Members and groups written by the client: not in a profile programmed with action sets, and
+        not with the ids the hidden ones use."""
+        if self.oneshots.uses(profile.name):
+            raise invalid(f"{profile.name} is programmed with action sets: no members and groups")
+        if is_hidden(ident):
+            raise invalid(f"ids from {HIDDEN_BASE:#x} up are reserved by p4switch")
+
     def _read_action_profile_member(self, pipe: Pipeline, msg: p4r.ActionProfileMember
                                     ) -> Iterator[p4r.Entity]:
         index = pipe.index
         for profile in _chosen(index.profiles, msg.action_profile_id, index.profile):
             for member in self._switch().members(profile.name):
-                if msg.member_id in (0, member.member_id):
+                if msg.member_id in (0, member.member_id) and not is_hidden(member.member_id):
                     yield p4r.Entity(action_profile_member=p4r.ActionProfileMember(
                         action_profile_id=profile.id, member_id=member.member_id,
                         action=codec.encode_action(index, member.action)))
@@ -308,6 +351,7 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
     def _write_action_profile_group(self, pipe: Pipeline, kind: int, msg: p4r.ActionProfileGroup) -> None:
         switch = self._switch()
         profile = pipe.index.profile(msg.action_profile_id)
+        self._check_explicit(profile, msg.group_id)
         if kind == Update.DELETE:
             switch.group_delete(profile.name, msg.group_id)
             return
@@ -330,7 +374,7 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
             [p for p in index.profiles.values() if p.with_selector]
         for profile in profiles:
             for group in self._switch().groups(profile.name):
-                if msg.group_id in (0, group.group_id):
+                if msg.group_id in (0, group.group_id) and not is_hidden(group.group_id):
                     out = p4r.ActionProfileGroup(action_profile_id=profile.id, group_id=group.group_id,
                                                  max_size=group.max_size)
                     for member_id, weight in group.members:
@@ -704,10 +748,6 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
 
 _NO_ACTION = engine.ActionCall("NoAction")
 """Placeholder action for entry keys: the engine ignores the action of a delete / direct resource key."""
-
-
-def _entry_key(table: Table, match: dict[str, engine.Match], priority: int) -> EntryKey:
-    return table.name, frozenset(match.items()), priority
 
 
 def _find_entry(switch: engine.Switch, table: Table, match: dict[str, engine.Match], priority: int

@@ -160,6 +160,39 @@ class TestActionProfiles:
         assert read.action_profile_group == group
 
 
+    def test_one_shot_action_sets_spread_read_back_and_are_replaced(
+            self, switch: harness.InProcessSwitch, client: harness.StreamClient, b: Builder) -> None:
+        entry = b.table_entry(ING + "ecmp", {"hdr.ipv4.dst_addr": Exact(0x0A636363)})
+        for port in (2, 3):
+            entry.action.action_profile_action_set.action_profile_actions.add(
+                action=b.action(ING + "forward", port=port), weight=1)
+        client.write(update(INSERT, table_entry=entry))
+        ports = set()
+        for host in range(1, 41):
+            switch.inject(1, ipv4_udp("10.99.99.99", src=f"10.0.0.{host}"))
+            ports.add(switch.expect_sent()[0])
+        assert ports == {2, 3}
+        [read] = client.read(p4r.Entity(table_entry=p4r.TableEntry(table_id=entry.table_id)))
+        assert read.table_entry == entry
+        profile = b.id("action_profiles", ING + "ecmp_selector")
+        assert client.read(p4r.Entity(action_profile_member=p4r.ActionProfileMember(
+            action_profile_id=profile))) == []  # the hidden members of the action set do not show
+        replaced = b.table_entry(ING + "ecmp", {"hdr.ipv4.dst_addr": Exact(0x0A636363)})
+        replaced.action.action_profile_action_set.action_profile_actions.add(
+            action=b.action(ING + "forward", port=4), weight=1)
+        client.write(update(MODIFY, table_entry=replaced))
+        switch.inject(1, ipv4_udp("10.99.99.99", src="10.0.0.7"))
+        assert switch.expect_sent()[0] == 4
+        member = p4r.ActionProfileMember(action_profile_id=profile, member_id=1,
+                                         action=b.action(ING + "forward", port=2))
+        assert failed_codes(client, update(INSERT, table_entry=entry),
+                            update(INSERT, action_profile_member=member)) == [ALREADY_EXISTS, INVALID]
+        client.write(update(DELETE, table_entry=replaced))
+        client.write(update(INSERT, action_profile_member=member))  # no action sets left: members again
+        engine_switch = switch.device.switch
+        assert engine_switch is not None and len(engine_switch.members(ING + "ecmp_selector")) == 1
+
+
 class TestCountersMetersRegisters:
     def test_counters_count_the_packets(self, switch: harness.InProcessSwitch,
                                         client: harness.StreamClient, b: Builder) -> None:
