@@ -228,10 +228,11 @@ class TestCountersMetersRegisters:
         [read] = client.read(p4r.Entity(meter_entry=p4r.MeterEntry(
             meter_id=meter_id, index=p4r.Index(index=7))))
         assert read.meter_entry.config == config
-        forwarded = 0
-        for _ in range(5):  # 1 packet/s with a burst of 1: the burst passes, the rest are red
+        for _ in range(5):  # back to back at 1 packet/s with a burst of 1: the burst passes, the rest are red
             switch.inject(7, eth(MAC_A))
-            forwarded += not switch.nothing_sent(0.05)
+        forwarded = 0
+        while not switch.nothing_sent(0.2):
+            forwarded += 1
         assert 1 <= forwarded < 5
         entry = dmac_to(b, MAC_A, 2)
         direct = p4r.MeterConfig(cir=1000, cburst=1500, pir=2000, pburst=3000)
