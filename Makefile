@@ -18,7 +18,7 @@ lint: setup ## ruff and mypy over the project's Python
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy p4switch scapy-tools/ibsec controller/ibsm ptf-tests topologies evaluation
 
-test: setup lint ## run the whole test suite (what CI runs)
+test: setup lint build ## run the whole test suite (what CI runs)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 bench: setup bench-dataplane ## benchmarks: print numbers and ratios
