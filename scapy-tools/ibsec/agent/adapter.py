@@ -54,6 +54,8 @@ FIRST_QPN = 0x100
 QPN_MAX = 0xFFFFFF
 MAX_QPS = 4096  # CM requests from anyone create QPs: the table must not grow without bound
 MAX_UD_PEERS = 1024
+SEND_WINDOW = 64  # RC packets in flight at most (go-back-N resends them all after a loss)
+WINDOW_PATIENCE = 60.0  # seconds a sender waits for room in the window before giving up
 MAX_MESSAGE = 1 << 24  # bytes a multi-packet SEND may gather before it is refused
 SEGMENTS = ("ONLY", "FIRST", "MIDDLE", "LAST")
 
@@ -263,13 +265,19 @@ class Adapter:
             raise AdapterError(f"QP {qpn:#x} is {qp.state.value}, not connected")
         return qp
 
-    def post_send(self, qpn: int, data: bytes, dest: tuple[str, int] | None = None) -> None:
-        """SEND ``data`` on an RC QP (in path-MTU packets), or on a UD QP to ``dest`` = (GID, QPN)."""
+    def post_send(
+        self, qpn: int, data: bytes, dest: tuple[str, int] | None = None, block: bool = True
+    ) -> None:
+        """SEND ``data`` on an RC QP (in path-MTU packets), or on a UD QP to ``dest`` = (GID, QPN).
+
+        ``block``: wait while the RC send window is full (the receive thread, which processes the ACKs,
+        must not wait for them).
+        """
         qp = self.qp(qpn)
         if qp.service is Service.UD:
             self._post_ud(qp, data, dest)
             return
-        self._post_rc(self._ready(qpn), "RC_SEND", data)
+        self._post_rc(self._ready(qpn), "RC_SEND", data, block=block)
 
     def post_write(self, qpn: int, va: int, r_key: int, data: bytes, memory_key: bytes | None = None) -> None:
         """RDMA WRITE ``data`` to remote ``va`` under ``r_key``; ``memory_key`` proves a (sub-)region key."""
@@ -285,17 +293,25 @@ class Adapter:
         data: bytes,
         reth: tuple[int, int, int] | None = None,
         memory_key: bytes | None = None,
+        block: bool = True,
     ) -> None:
-        """One message as path-MTU packets: ONLY, or FIRST (with the RETH), MIDDLEs and LAST."""
+        """One message as path-MTU packets: ONLY, or FIRST (with the RETH), MIDDLEs and LAST; at most
+        ``SEND_WINDOW`` packets unacknowledged when ``block``."""
         assert qp.security is not None and qp.remote_gid is not None and qp.remote_qpn is not None
         if qp.security.retired:
             raise AdapterError(f"QP {qp.qpn:#x}: key retired after repeated MAC failures")
         mtu = self.config.mtu
         chunks = [data[i : i + mtu] for i in range(0, len(data), mtu)] or [b""]
-        with self._lock:
+        with qp.cond:
             key = self.key_of(qp.security)
             key = key if memory_key is None or key is None else proof_key(key, memory_key)
             for n, chunk in enumerate(chunks):
+                if block and not qp.cond.wait_for(
+                    lambda: len(qp.unacked) < SEND_WINDOW or qp.state is not State.RTS, WINDOW_PATIENCE
+                ):
+                    raise AdapterError(f"QP {qp.qpn:#x}: send window stayed full")
+                if qp.state is not State.RTS:
+                    raise AdapterError(f"QP {qp.qpn:#x} failed while sending")
                 epsn = qp.next_psn
                 qp.next_psn += 1
                 plain = self.builder.plain(
@@ -311,7 +327,7 @@ class Adapter:
                 )
                 frame = frames.seal(plain, qp.security, key)
                 qp.unacked[epsn] = Unacked(frame, time.monotonic())
-                self.transmit(frame)  # under the lock: frames leave in PSN order
+                self.transmit(frame)  # under the QP's lock: frames leave in PSN order
         self.counters.bump("tx_bytes", len(data))
 
     def _post_ud(self, qp: QueuePair, data: bytes, dest: tuple[str, int] | None) -> None:
@@ -364,19 +380,17 @@ class Adapter:
         with self._lock:
             qps = [qp for qp in self.qps.values() if qp.unacked and qp.state is State.RTS]
         for qp in qps:
-            with self._lock:
+            with qp.cond:
                 oldest = next(iter(qp.unacked.values()), None)
                 if oldest is None or now - oldest.sent_at < self.config.ack_timeout:
                     continue
                 if oldest.tries > self.config.retries:
                     self._fail(qp, "retries exhausted")
                     continue
-                resend = list(qp.unacked.values())
-                for item in resend:
+                for item in qp.unacked.values():
                     item.sent_at, item.tries = now, item.tries + 1
-            for item in resend:
-                self.transmit(item.frame)
-                self.counters.bump("retransmissions")
+                    self.transmit(item.frame)  # in PSN order, before a newer frame can be posted
+                    self.counters.bump("retransmissions")
 
     def _fail(self, qp: QueuePair, why: str) -> None:
         log.warning("QP %#x -> ERROR: %s", qp.qpn, why)
@@ -650,7 +664,7 @@ class Adapter:
         self.counters.bump("rx_bytes", len(payload))
         if qp.echo:
             try:
-                self.post_send(qp.qpn, payload, reply_to)
+                self.post_send(qp.qpn, payload, reply_to, block=False)  # this is the receive thread
             except AdapterError as exc:
                 log.warning("echo on QP %#x failed: %s", qp.qpn, exc)
             return

@@ -132,7 +132,9 @@ class QueuePair:
     recv_queue: deque[tuple[bytes, dict[str, Any]]] = field(
         default_factory=lambda: deque(maxlen=RECV_QUEUE_DEPTH)
     )
-    cond: threading.Condition = field(default_factory=threading.Condition)
+    # guards the send state (next_psn, unacked), the receive queue and the state; reentrant, so that
+    # a holder may fail the QP
+    cond: threading.Condition = field(default_factory=lambda: threading.Condition(threading.RLock()))
     created: float = field(default_factory=time.monotonic)
 
     def deliver(self, data: bytes, meta: dict[str, Any]) -> None:

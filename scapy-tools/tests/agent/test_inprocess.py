@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import random
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 from ibsec import addressing, icrc, keys, layers, mad_auth, transport
 from ibsec.agent import mads
-from ibsec.agent.adapter import MAX_QPS, Adapter, AdapterError, AgentConfig
+from ibsec.agent.adapter import MAX_QPS, SEND_WINDOW, Adapter, AdapterError, AgentConfig
 from ibsec.agent.frames import Builder, gid_bytes, mac_of
 from ibsec.agent.qp import Scope, Service, State
 from scapy.layers.l2 import Ether
@@ -287,5 +288,25 @@ def test_bad_pkey_traps_come_once_per_window_and_again_after_it(tmp_path: Path) 
             notice = mad_auth.verify_packet(link.ca_keys[1].material, trap)[layers.Notice]
             assert notice.trap_number == 257 and notice.data_details.key == 0x7BAD
         assert found[0][layers.MAD].transaction_id < found[1][layers.MAD].transaction_id
+    finally:
+        link.close()
+
+
+def test_a_long_message_keeps_at_most_a_window_of_packets_in_flight(tmp_path: Path) -> None:
+    link = Loopback(tmp_path, mtu=256)
+    try:
+        a, b = link.adapters
+        qp = a.cm.connect(b.gid, Service.RC, SECURE_PKEY, 2, Scope.SESSION, 2.0)
+        message = os.urandom((3 * SEND_WINDOW + 5) * 256)
+        in_flight: list[int] = []
+        poster = threading.Thread(target=a.post_send, args=(qp.qpn, message))
+        poster.start()
+        while poster.is_alive():
+            in_flight.append(len(qp.unacked))
+            time.sleep(0.0005)
+        poster.join()
+        assert b.wait_recv(qp.remote_qpn or 0, 5) == message
+        assert 0 < max(in_flight) <= SEND_WINDOW
+        assert a.counters.stat("tx_frames") >= 3 * SEND_WINDOW + 5
     finally:
         link.close()
