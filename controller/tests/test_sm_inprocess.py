@@ -26,7 +26,7 @@ from ibsm.traps import TrapOptions
 
 from .conftest import DATA
 
-FAST = SmOptions(run_dir=Path("."), sif=SifOptions(quiet_period=1.0, poll_interval=0.1),
+FAST = SmOptions(run_dir=Path("."), sif=SifOptions(quiet_period=2.0, poll_interval=0.1),
                  traps=TrapOptions(suppress_window=0.3))
 
 
@@ -135,7 +135,7 @@ async def test_spoofed_flood_traced_filtered_and_flushed(running: Any, fabric: F
     device = fabric.devices["s1"]
     assert device.switch is not None
     assert device.switch.counter_read(entries.PKEY_VIOLATIONS, 1)[1] == 5
-    await _until(lambda: _events(tmp_path, "filter-flushed"), timeout=5)
+    await _until(lambda: _events(tmp_path, "filter-flushed"), timeout=20)
     assert not fabric.entries("s1", entries.PARTITION_MODE)
     assert device.switch.counter_read(entries.PKEY_VIOLATIONS, 1)[1] == 0
     (flushed,) = _events(tmp_path, "filter-flushed")
