@@ -230,3 +230,25 @@ async def test_mesh_flood_traced_by_ddpm(tmp_path: Path, routing: str) -> None:
             assert tb["claimed_host"] == "h2"
         finally:
             await run.stop()
+
+
+async def test_many_bad_keys_switch_the_port_to_valid_list(running: Any, fabric: Fabric, tmp_path: Path
+                                                           ) -> None:
+    """h2's port may carry 0xFFFF and 0x7FFF: a third invalid P_Key would make the invalid list the longer
+    one, so SIF checks the valid list there instead (seed 000 sec. 5.3), and later turns the port off."""
+    run, _ = running
+    await _until(lambda: run.sm.keys.outstanding() == 0)
+    for n, pkey in enumerate((0x0011, 0x0012, 0x0013)):
+        fabric.send_from_host("h2", flood_frame(fabric.topo, claimed="h1", victim="h4", pkey=pkey))
+        await _until(lambda n=n: len(_events(tmp_path, "traceback")) > n)
+    await _until(lambda: any(e.action.name.endswith("filter_valid_list")
+                             for e in fabric.entries("s1", entries.PARTITION_MODE)))
+    assert sorted(e.match[entries.P_KEY].value for e in fabric.entries("s1", entries.VALID_PKEYS)) == \
+        [0x7FFF, 0xFFFF]
+    assert not fabric.entries("s1", entries.INVALID_PKEYS)
+    fabric.send_from_host("h2", flood_frame(fabric.topo, claimed="h1", victim="h4", pkey=0x0099))
+    device = fabric.devices["s1"].switch
+    assert device is not None
+    assert device.counter_read(entries.PKEY_VIOLATIONS, 2)[1] == 1  # not in the valid list: dropped
+    await _until(lambda: _events(tmp_path, "filter-flushed"), timeout=20)
+    assert not fabric.entries("s1", entries.PARTITION_MODE) and not fabric.entries("s1", entries.VALID_PKEYS)
