@@ -56,15 +56,16 @@ def main(argv: list[str] | None = None) -> int:
     ctx = Context(PROFILES[args.profile], out)
     ctx.progress("eval", f"profile {args.profile}, experiments {','.join(chosen)}, results in {out}")
     sections, failed = [], []
-    for key in (k for k in EXPERIMENTS if k in chosen):
-        ctx.progress(key, f"start: {TITLES[key]}")
-        try:
-            sections.append(EXPERIMENTS[key](ctx))
-        except Exception as err:  # one broken experiment must not lose the others' results
-            traceback.print_exc()
-            failed.append(key)
-            sections.append(Section(key, TITLES[key], "", skipped=f"failed: {type(err).__name__}: {err}"))
-        ctx.progress(key, "finished" if key not in failed else "FAILED")
+    with ctx.stack:  # a fabric shared by experiments is torn down here at the latest
+        for key in (k for k in EXPERIMENTS if k in chosen):
+            ctx.progress(key, f"start: {TITLES[key]}")
+            try:
+                sections.append(EXPERIMENTS[key](ctx))
+            except Exception as err:  # one broken experiment must not lose the others' results
+                traceback.print_exc()
+                failed.append(key)
+                sections.append(Section(key, TITLES[key], "", skipped=f"failed: {type(err).__name__}: {err}"))
+            ctx.progress(key, "finished" if key not in failed else "FAILED")
     command = (
         " ".join(shlex.quote(a) for a in ["python", "-m", "evaluation", *sys.argv[1:]])
         if argv is None

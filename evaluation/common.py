@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import time
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,11 +35,13 @@ class Profile:
     payloads: tuple[int, ...]
     mixed_messages: int  # messages per connection in the mixed-security workload
     skc_trace_messages: int  # messages the agent-driven cache trace sends
+    skc_trace_caches: tuple[int, ...]  # cache sizes (entries) the agents run the trace with
     fabric_seconds: float  # legitimate traffic per fabric point
     attackers: tuple[int, ...]
     loads: tuple[int, ...]  # legitimate background flows beside the measured one (offered load)
     topologies: tuple[str, ...]  # fabrics launched for the traceback experiment
     routings: tuple[str, ...]
+    traceback_trials: int  # spoofed floods per launched topology (each from another host)
 
 
 PROFILES = {
@@ -52,11 +55,13 @@ PROFILES = {
         payloads=(64, 256, 1024),
         mixed_messages=120,
         skc_trace_messages=400,
+        skc_trace_caches=(4, 16),
         fabric_seconds=4.0,
         attackers=(0, 2),
         loads=(0,),
         topologies=("fat-tree",),
         routings=("deterministic",),
+        traceback_trials=3,
     ),
     "full": Profile(
         name="full",
@@ -68,11 +73,13 @@ PROFILES = {
         payloads=(64, 128, 256, 512, 1024, 4096),
         mixed_messages=300,
         skc_trace_messages=3_000,
+        skc_trace_caches=(2, 4, 8, 16),
         fabric_seconds=10.0,
         attackers=(0, 1, 2, 3, 4),
         loads=(0, 1, 3),
         topologies=("fat-tree", "mesh", "torus", "hypercube", "mesh3d"),
         routings=("deterministic", "adaptive"),
+        traceback_trials=6,
     ),
 }
 
@@ -110,6 +117,8 @@ class Context:
     started: float = field(default_factory=time.monotonic)
     say: Callable[[str], None] = print
     tracebacks: list[dict[str, Any]] = field(default_factory=list)  # every fabric run's, judged (4a)
+    shared: dict[str, Any] = field(default_factory=dict)  # what several experiments use (one fabric)
+    stack: ExitStack = field(default_factory=ExitStack)  # closed when the evaluation ends, even on error
 
     def progress(self, step: str, text: str) -> None:
         self.say(f"[eval {time.monotonic() - self.started:7.1f} s] {step}: {text}")
