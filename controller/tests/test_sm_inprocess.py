@@ -252,3 +252,39 @@ async def test_many_bad_keys_switch_the_port_to_valid_list(running: Any, fabric:
     assert device.counter_read(entries.PKEY_VIOLATIONS, 2)[1] == 1  # not in the valid list: dropped
     await _until(lambda: _events(tmp_path, "filter-flushed"), timeout=20)
     assert not fabric.entries("s1", entries.PARTITION_MODE) and not fabric.entries("s1", entries.VALID_PKEYS)
+
+
+async def test_trap_flood_is_absorbed(fabric: Fabric, tmp_path: Path) -> None:
+    """h3 floods the SM with traps (authentic, forged, replayed): the punt meter drops most at s2, the SM
+    counts the rest without acting twice, answers status quickly, and still filters a real attack."""
+    store = ca_keys(fabric.topo)
+    _agents(fabric, store, tmp_path)
+    run = await _start(fabric, store, tmp_path, punt_rate=50, punt_burst=10, distribute_keys=False)
+    try:
+        h1, h3 = fabric.topo.hosts[0], fabric.topo.hosts[2]
+        forged = keys.Key.generate(keys.KeyType.CA_SK, (h3.guid,))
+        frames = [trap_257(fabric.topo, h3, store.ca_key(h3.guid) if i % 2 else forged, bad_pkey=0x2222,
+                           claimed_gid=h1.gid, mf=0) for i in range(100)]
+        device = fabric.devices["s2"]
+        assert device.switch is not None
+
+        def flood() -> None:
+            for _ in range(10):
+                for frame in frames:
+                    device.process(h3.port, frame)
+
+        flooding = asyncio.get_running_loop().run_in_executor(None, flood)
+        fabric.send_from_host("h2", flood_frame(fabric.topo, claimed="h4", victim="h1", pkey=0x5555))
+        slowest = 0.0
+        while not flooding.done():
+            started = time.monotonic()
+            await run.sm.status()
+            slowest = max(slowest, time.monotonic() - started)
+            await asyncio.sleep(0.05)
+        await _until(lambda: any(e["pkey"] == "0x5555" for e in _events(tmp_path, "filter-installed")))
+        assert device.switch.counter_read(entries.DROPS, 3)[1] > 500  # DROP_PUNT_METER
+        counters = run.sm.traps.counters
+        assert counters["accepted"] <= 3 and counters["forged"] > 0  # acted on once, the rest counted
+        assert slowest < 1.0
+    finally:
+        await run.stop()
