@@ -156,19 +156,8 @@ def test_tag_brute_force_raises_one_authenticated_security_trap(scene: Scene) ->
 def test_invalid_pkey_flood_gives_one_authenticated_trap_257_per_window(scene: Scene) -> None:
     victim, attacker = scene.a, scene.attacker
     before = drops(victim, "bad_pkey")
-    result = attack(
-        scene.fabric,
-        attacker,
-        "pkey_flood",
-        "--dst-gid",
-        victim.host.gid,
-        "--pkey",
-        "0x7bad",
-        "--count",
-        "300",
-        "--mf",
-        "0x2a5",
-    )
+    flood = ["--dst-gid", victim.host.gid, "--pkey", "0x7bad"]
+    result = attack(scene.fabric, attacker, "pkey_flood", *flood, "--count", "300", "--mf", "0x2a5")
     assert result[-1]["sent"] == 300
     assert wait_for(lambda: drops(victim, "bad_pkey") == before + 300)
     traps = [t for t in scene.sm.traps(1.0) if t.notice.is_generic and t.notice.trap_number == 257]
@@ -182,19 +171,8 @@ def test_invalid_pkey_flood_gives_one_authenticated_trap_257_per_window(scene: S
     )
     assert victim.counters()["stats"]["traps_suppressed"] >= 299
 
-    spoofed = attack(
-        scene.fabric,
-        attacker,
-        "pkey_flood",
-        "--dst-gid",
-        victim.host.gid,
-        "--pkey",
-        "0x7bad",
-        "--count",
-        "50",
-        "--src-gid",
-        scene.sm.host.gid,
-    )
+    innocent = scene.sm.host.gid
+    spoofed = attack(scene.fabric, attacker, "pkey_flood", *flood, "--count", "50", "--src-gid", innocent)
     assert spoofed[-1]["sent"] == 50
     traps = [t for t in scene.sm.traps(1.0) if t.notice.is_generic and t.notice.trap_number == 257]
     assert (
@@ -204,21 +182,8 @@ def test_invalid_pkey_flood_gives_one_authenticated_trap_257_per_window(scene: S
 
 def test_flood_rate_and_duration_bound_the_tool(scene: Scene) -> None:
     start = time.monotonic()
-    result = attack(
-        scene.fabric,
-        scene.attacker,
-        "pkey_flood",
-        "--dst-gid",
-        scene.a.host.gid,
-        "--pkey",
-        "0x7bad",
-        "--count",
-        "1000000",
-        "--rate",
-        "400",
-        "--duration",
-        "0.5",
-    )[-1]
+    result = attack(scene.fabric, scene.attacker, "pkey_flood", "--dst-gid", scene.a.host.gid,
+                    "--pkey", "0x7bad", "--count", "1000000", "--rate", "400", "--duration", "0.5")[-1]
     assert 100 <= result["sent"] <= 260 and result["seconds"] <= 0.7
     assert time.monotonic() - start < 15
 
@@ -263,19 +228,8 @@ def test_spoofed_datagrams_are_believed_in_mode_0_only_and_a_bad_qkey_raises_tra
 
 def test_forged_traps_fail_authentication_at_the_sm(scene: Scene) -> None:
     innocent = scene.b.host
-    attack(
-        scene.fabric,
-        scene.attacker,
-        "forge_trap",
-        "--sm-gid",
-        scene.sm.host.gid,
-        "--victim-gid",
-        scene.a.host.gid,
-        "--accused-gid",
-        innocent.gid,
-        "--mf",
-        "0x15",
-    )
+    attack(scene.fabric, scene.attacker, "forge_trap", "--sm-gid", scene.sm.host.gid, "--victim-gid",
+           scene.a.host.gid, "--accused-gid", innocent.gid, "--mf", "0x15")
     forged = [t for t in scene.sm.traps(1.0) if t.notice.is_generic]
     assert len(forged) == 1 and forged[0].sender == scene.a.host.gid and not forged[0].authentic
     assert str(ipaddress.IPv6Address(forged[0].notice.data_details.gid1)) == innocent.gid
