@@ -496,28 +496,43 @@ class Adapter:
             self._fail(qp, "key retired")
 
     def _receive_request(self, qp: QueuePair, view: frames.View) -> None:
-        """An RC request: SEND or RDMA WRITE, one packet (``_ONLY``) or one of a multi-packet message."""
+        """An RC request: SEND or RDMA WRITE, one packet (ONLY) or one of a multi-packet message.
+
+        Every packet is opened (replay window, MAC) before its place in a message is judged, so that a
+        retransmitted packet whose ACK was lost is acknowledged again rather than called out of place.
+        """
         operation, _, segment = view.opcode_name.removeprefix("RC_").rpartition("_")
-        opening = segment in ("ONLY", "FIRST")
-        supported = segment in SEGMENTS and operation in ("SEND", "RDMA_WRITE")
-        if not supported or opening != (qp.inbound is None):
-            self.counters.drop(Drop.MALFORMED)  # unsupported, or out of place within a message
+        if segment not in SEGMENTS or operation not in ("SEND", "RDMA_WRITE"):
+            self.counters.drop(Drop.MALFORMED)
             return
         if operation == "SEND":
             self._receive_send(qp, view, segment)
-        elif opening:
+        elif segment in ("ONLY", "FIRST"):
             self._receive_write_start(qp, view, segment)
         else:
             self._receive_write_more(qp, view, segment)
 
+    def _in_place(self, qp: QueuePair, segment: str, kind: str) -> bool:
+        """Does an opened packet fit the message in progress (ONLY/FIRST: none; MIDDLE/LAST: one of
+        ``kind``)? An authentic packet out of place is a sender's bug: dropped as malformed."""
+        inbound = qp.inbound
+        if segment in ("ONLY", "FIRST"):
+            fits = inbound is None
+        else:
+            fits = inbound is not None and (inbound.send is not None) == (kind == "SEND")
+        if not fits:
+            self.counters.drop(Drop.MALFORMED)
+        return fits
+
     def _receive_send(self, qp: QueuePair, view: frames.View, segment: str) -> None:
         assert qp.security is not None
-        inbound = qp.inbound
         opened = self._open(qp, view, qp.security, qp.security.requests)
-        if opened is None:
+        if opened is None or not self._in_place(qp, segment, "SEND"):
             return
-        payload = opened[0]
-        if inbound is not None and (inbound.send is None or len(inbound.send) + len(payload) > MAX_MESSAGE):
+        payload, inbound = opened[0], qp.inbound
+        gathered = len(inbound.send) if inbound is not None and inbound.send is not None else 0
+        if gathered + len(payload) > MAX_MESSAGE:
+            qp.inbound = None
             self.counters.drop(Drop.MALFORMED)
             return
         self._accepted(qp, opened[1])
@@ -550,7 +565,7 @@ class Adapter:
             opened, key = found if found is not None else (None, None)
         else:
             opened = self._open(qp, view, qp.security, qp.security.requests)
-        if opened is None:
+        if opened is None or not self._in_place(qp, segment, "RDMA_WRITE"):
             return
         payload = opened[0]
         region.write(va, payload)
@@ -562,16 +577,16 @@ class Adapter:
 
     def _receive_write_more(self, qp: QueuePair, view: frames.View, segment: str) -> None:
         """RDMA WRITE MIDDLE or LAST: under the key and into the place its FIRST packet set up."""
-        assert qp.security is not None and qp.inbound is not None
+        assert qp.security is not None
         inbound = qp.inbound
-        if inbound.region is None:
-            self.counters.drop(Drop.MALFORMED)
+        key = inbound.key if inbound is not None else None
+        opened = self._open(qp, view, qp.security, qp.security.requests, key)
+        if opened is None or not self._in_place(qp, segment, "RDMA_WRITE"):
             return
-        opened = self._open(qp, view, qp.security, qp.security.requests, inbound.key)
-        if opened is None:
-            return
+        assert inbound is not None and inbound.region is not None
         payload = opened[0]
         if len(payload) > inbound.remaining or (segment == "LAST") != (len(payload) == inbound.remaining):
+            qp.inbound = None
             self.counters.drop(Drop.OUT_OF_BOUNDS)
             return
         inbound.region.write(inbound.va, payload)

@@ -310,3 +310,23 @@ def test_a_long_message_keeps_at_most_a_window_of_packets_in_flight(tmp_path: Pa
         assert a.counters.stat("tx_frames") >= 3 * SEND_WINDOW + 5
     finally:
         link.close()
+
+
+def test_a_retransmitted_packet_of_a_message_is_acknowledged_again_not_refused(tmp_path: Path) -> None:
+    link = Loopback(tmp_path, mtu=256)
+    try:
+        a, b = link.adapters
+        qp = a.cm.connect(b.gid, Service.RC, SECURE_PKEY, 2, Scope.SESSION, 2.0)
+        link.mute = True  # every frame is handed over by the test: the ACKs to a get lost
+        message = os.urandom(600)
+        a.post_send(qp.qpn, message)
+        first, middle, last = link.frames[-3:]
+        sent_by_b = b.counters.stat("tx_frames")
+        for frame in (first, first, middle, last):  # the FIRST again, as a retransmission would
+            b.receive(frame)
+        drops = b.counters.snapshot()["drops"]
+        assert drops["replay"] == 1 and drops["malformed"] == 0
+        assert b.counters.stat("tx_frames") == sent_by_b + 4  # three ACKs and the repeated one
+        assert b.wait_recv(qp.remote_qpn or 0, 1) == message
+    finally:
+        link.close()
