@@ -31,6 +31,7 @@ from . import run, topofile
 from .network import FabricError
 
 ROCE_PORT = 4791
+PCAP_HEADER = 24  # a pcap the switch has not written a frame to yet may be shorter
 BAD_PKEY = 0x7BAD
 UDP_DPORT = slice(56, 58)  # Ethernet 14 + IPv6 40 + UDP destination port
 BTH_PKEY = slice(64, 66)  # BTH starts at 62; P_Key is its bytes 2-3
@@ -132,7 +133,7 @@ def uplinks(fabric: Any, switch: str) -> list[int]:
 def attack_times(pcap: Path) -> list[float]:
     """Capture times of the flood's frames (RoCEv2 with the bad P_Key) in one pcap."""
     times: list[float] = []
-    if not pcap.exists():
+    if not pcap.exists() or pcap.stat().st_size < PCAP_HEADER:
         return times
     for frame, meta in RawPcapReader(str(pcap)):
         if len(frame) >= BTH_PKEY.stop and int.from_bytes(frame[UDP_DPORT], "big") == ROCE_PORT \

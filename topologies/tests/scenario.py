@@ -17,6 +17,7 @@ from scapy.utils import RawPcapReader
 from topologies import run, topofile
 
 ROCE_PORT = 4791
+PCAP_HEADER = 24
 
 
 def tool(name: str, *args: str) -> list[str]:
@@ -120,8 +121,10 @@ def rc_pair(fabric_run: run.FabricRun, a: str, b: str, part: topofile.PartitionS
 
 
 def roce_frames(pcap: Path) -> list[tuple[float, bytes]]:
-    """(capture time, frame) of every RoCEv2 frame in a pcap."""
-    out = []
+    """(capture time, frame) of every RoCEv2 frame in a pcap (none if the switch has written nothing yet)."""
+    out: list[tuple[float, bytes]] = []
+    if not pcap.exists() or pcap.stat().st_size < PCAP_HEADER:
+        return out
     for frame, meta in RawPcapReader(str(pcap)):
         if len(frame) > 66 and int.from_bytes(frame[56:58], "big") == ROCE_PORT:
             out.append((meta.sec + meta.usec / 1e6, bytes(frame)))

@@ -153,15 +153,30 @@ def attack_frames_leaving(fabric_run: run.FabricRun, attacker: str, pkey: int) -
                if scenario.pkey_of(f) == pkey)
 
 
-def test_with_policy_none_the_flood_reaches_the_victim(fat_tree: run.FabricRun) -> None:
-    attacker, victim = "h1", "h2"
+def test_with_policy_none_the_flood_reaches_the_victim_and_its_traffic_suffers(fat_tree: run.FabricRun
+                                                                                ) -> None:
+    attacker, victim, peer = "h1", "h2", "h4"
+    part = next(p for p in fat_tree.partitions if victim in p.members)
+    scenario.wait_keys(fat_tree, [victim, peer])
+    qpn, _ = scenario.rc_pair(fat_tree, peer, victim, part)
+
+    def ping_pongs() -> int:
+        result = fat_tree.agents[peer].call("perf", test="send_lat", qpn=qpn, size=64, iterations=1_000_000,
+                                            duration=2.0)
+        return int(result["iterations"])
+
     fat_tree.sm_call("policy", policy="none")
     try:
+        quiet = ping_pongs()
         before = fat_tree.agents[victim].counters()["drops"]["bad_pkey"]
-        scenario.wait_all([scenario.flood(fat_tree, attacker, victim, 0x7D01, count=300, rate=500)])
+        flood = scenario.flood(fat_tree, attacker, victim, 0x7D01, count=9000, rate=3000, seconds=3.5)
+        time.sleep(0.5)
+        attacked = ping_pongs()
+        scenario.wait_all([flood])
         time.sleep(1.0)
         reached = fat_tree.agents[victim].counters()["drops"]["bad_pkey"] - before
     finally:
         fat_tree.sm_call("policy", policy="sif")
-    assert reached >= 290  # every frame hit the victim's adapter: nothing filtered anywhere
+    assert reached >= 9000 * 0.9  # the flood hit the victim's adapter: nothing filtered anywhere
     assert scenario.events_of(fat_tree, "filter-installed", pkey="0x7d01") == []
+    assert attacked < quiet * 0.6, (quiet, attacked)  # far fewer round trips while flooded
