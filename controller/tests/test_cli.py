@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -70,3 +72,27 @@ def test_traceback_table_json_and_png(tmp_path: Path, capsys: pytest.CaptureFixt
     assert cli.main(["traceback", str(tmp_path), "--json"]) == 0
     (row,) = json.loads(capsys.readouterr().out)
     assert row["traced_port"] == 1 and row["claimed"] == "h4"
+
+
+@pytest.mark.parametrize("running", [False, True])
+def test_sigterm_at_any_time_exits_cleanly(tmp_path: Path, running: bool) -> None:
+    """While still loading its modules, or once running and waiting for switches that never answer."""
+    topo = tmp_path / "topology.json"
+    topo.write_text((DATA / "mesh-2x2.json").read_text())
+    events = tmp_path / "events.jsonl"
+    proc = subprocess.Popen([sys.executable, "-m", "ibsm.cli", "run", "--topology", str(topo)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while running and not (events.exists() and '"sm-start"' in events.read_text()):
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.1)
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    if running:
+        assert '"sm-stop"' in events.read_text()

@@ -1,0 +1,232 @@
+"""The ``sm`` commands behind :mod:`ibsm.cli` (docs/subnet-manager.md).
+
+``sm run`` logs to RUN_DIR/logs/sm.log, writes RUN_DIR/events.jsonl, answers ``sm status`` and
+``sm policy`` on RUN_DIR/sm.sock, and stops cleanly on SIGTERM or SIGINT. A bad topology, partitions file,
+key database or option stops it at once with one line saying what is wrong and where (exit status 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from ibsec import keys
+from ibsec.marking import TopologyTooLarge
+
+from . import control, report
+from .core import SmConfigError, SmOptions, SubnetManager
+from .fabric import FabricError
+from .keymgr import KeyOptions
+from .partitions import PartitionError, check_partitions, load_partitions
+from .sif import SifOptions
+from .topology import Topology, TopologyError, load_topology
+from .traps import TrapOptions
+
+RUNS = (Path("runs"), Path(__file__).resolve().parents[2] / "runs")
+"""Where `sm traceback` and `sm status` look for the newest run: ./runs, then the project's runs/."""
+CONFIG_ERRORS = (TopologyError, PartitionError, TopologyTooLarge, FabricError, SmConfigError,
+                 keys.IbsecKeyError)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="sm", description="the subnet manager of ibsec-fabric and the "
+                                     "tools that inspect its runs (docs/subnet-manager.md)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run the subnet manager",
+                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    run.add_argument("--topology", type=Path, required=True, help="topology file (docs/topology-file.md)")
+    run.add_argument("--run-dir", type=Path, help="run directory (default: the topology file's directory)")
+    run.add_argument("--policy", choices=("none", "dt", "if", "sif"), default="sif", help="filter policy")
+    run.add_argument("--partitions", type=Path, help="OpenSM partitions.conf (replaces the topology's)")
+    run.add_argument("--keys", type=Path, help="SM key database (CA_SK per host, mode 0600); default "
+                     "RUN_DIR/keys/sm.keys, created with per-host provisioning files if missing")
+    run.add_argument("--p4info", type=Path, default=SmOptions.p4info, help="P4Info text file")
+    run.add_argument("--config", type=Path, default=SmOptions.p4blob, help="program JSON pushed to switches")
+    run.add_argument("--events", type=Path, help="events file (default RUN_DIR/events.jsonl)")
+    run.add_argument("--log", type=Path, help="log file (default RUN_DIR/logs/sm.log)")
+    run.add_argument("--control", type=Path, help="control socket (default RUN_DIR/sm.sock)")
+    run.add_argument("--quiet-period", type=float, default=SifOptions.quiet_period,
+                     help="SIF: seconds without violations before a filter is flushed")
+    run.add_argument("--poll-interval", type=float, default=SifOptions.poll_interval,
+                     help="SIF: seconds between violation counter polls")
+    run.add_argument("--suppress-window", type=float, default=TrapOptions.suppress_window,
+                     help="seconds a repeated trap is only counted")
+    run.add_argument("--punt-rate", type=int, default=SmOptions.punt_rate,
+                     help="packets/s per host port to the SM")
+    run.add_argument("--punt-burst", type=int, default=SmOptions.punt_burst, help="punt meter burst, packets")
+    run.add_argument("--key-timeout", type=float, default=KeyOptions.timeout,
+                     help="seconds before a key MAD is resent")
+    run.add_argument("--key-attempts", type=int, default=KeyOptions.attempts, help="sends per key MAD")
+    run.add_argument("--no-keys", action="store_true", help="do not distribute keys")
+    run.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    for name, helptext in (("traceback", "traceback results of a run"), ("status", "state of a running SM")):
+        cmd = sub.add_parser(name, help=helptext)
+        cmd.add_argument("run_dir", type=Path, nargs="?", help="run directory (default: the newest in runs/)")
+        cmd.add_argument("--json", action="store_true", help="JSON instead of a table")
+        if name == "traceback":
+            cmd.add_argument("--png", type=Path, help="draw the topology with the last traceback")
+    policy = sub.add_parser("policy", help="switch a running SM's filter policy")
+    policy.add_argument("policy", choices=("none", "dt", "if", "sif"))
+    policy.add_argument("run_dir", type=Path, nargs="?")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "run":
+            return _run(args)
+        run_dir = args.run_dir or _newest_run()
+        if args.command == "traceback":
+            return _traceback(run_dir, args)
+        if args.command == "status":
+            return _status(run_dir, args.json)
+        return _policy(run_dir, args.policy)
+    except CONFIG_ERRORS as err:
+        print(f"sm: error: {err}", file=sys.stderr)
+        return 2
+
+
+def _newest_run() -> Path:
+    for root in RUNS:
+        runs = sorted(p.parent for p in root.glob("*/events.jsonl"))
+        if runs:
+            return runs[-1]
+    raise SmConfigError(f"no run directory with an events file under {' or '.join(map(str, RUNS))}; name one")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# sm run
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _keystore(topo: Topology, path: Path) -> keys.KeyStore:
+    """Load the SM's key database, or create it (and each host's provisioning file) the first time."""
+    if path.exists():
+        store = keys.KeyStore.load(path)
+    else:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        store = keys.KeyStore()
+        for host in topo.hosts:
+            store.enroll(host.guid)
+            store.provision_host(host.guid, path.parent / f"{host.name}.keys")
+        store.save(path)
+        logging.getLogger("ibsm").info("created key database %s and %d provisioning files", path,
+                                       len(topo.hosts))
+    missing = [h.name for h in topo.hosts if h.guid not in store]
+    if missing:
+        raise SmConfigError(f"{path}: no CA key for {', '.join(missing)}")
+    return store
+
+
+def _setup_logging(path: Path, verbose: bool) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s sm %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.DEBUG if verbose else logging.INFO)
+    logging.getLogger("grpc").setLevel(logging.WARNING)
+
+
+def build(args: argparse.Namespace) -> tuple[SubnetManager, Path]:
+    """Everything ``sm run`` checks before it touches a switch (bad configuration fails here)."""
+    topo = load_topology(args.topology)
+    run_dir = args.run_dir or args.topology.resolve().parent
+    partitions = load_partitions(args.partitions) if args.partitions else list(topo.partitions)
+    check_partitions(partitions, topo)
+    _setup_logging(args.log or run_dir / "logs" / "sm.log", args.verbose)
+    key_db = args.keys or run_dir / "keys" / "sm.keys"
+    store = _keystore(topo, key_db)
+    options = SmOptions(run_dir=run_dir, events=args.events, policy=args.policy, p4info=args.p4info,
+                        p4blob=args.config, punt_rate=args.punt_rate, punt_burst=args.punt_burst,
+                        distribute_keys=not args.no_keys,
+                        generated_keys=key_db.parent / f"{key_db.stem}-generated.keys",
+                        sif=SifOptions(quiet_period=args.quiet_period, poll_interval=args.poll_interval),
+                        traps=TrapOptions(suppress_window=args.suppress_window),
+                        keys=KeyOptions(timeout=args.key_timeout, attempts=args.key_attempts))
+    return SubnetManager(topo, partitions, store, options), args.control or run_dir / "sm.sock"
+
+
+def _run(args: argparse.Namespace) -> int:
+    sm, control_path = build(args)
+    log = logging.getLogger("ibsm")
+
+    async def serve() -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, task.cancel)
+        server = await control.serve_control(sm, control_path)
+        log.info("SM up: %d switches, policy %s, control %s", len(sm.topo.switches), sm.policy, control_path)
+        try:
+            await sm.run()
+        finally:
+            server.close()
+            control_path.unlink(missing_ok=True)
+
+    try:
+        asyncio.run(serve())
+    except asyncio.CancelledError:
+        pass
+    log.info("SM stopped: traps %s", dict(sm.traps.counters))
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------------------
+# inspecting a run
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _traceback(run_dir: Path, args: argparse.Namespace) -> int:
+    events = run_dir / "events.jsonl"
+    if not events.exists():
+        raise SmConfigError(f"{events} does not exist")
+    rows = report.tracebacks(events)
+    if args.json:
+        print(json.dumps(rows, indent=1))
+    else:
+        print(report.table(rows) if rows else f"no traceback in {events}")
+    if args.png:
+        report.draw(load_topology(run_dir / "topology.json"), rows[-1] if rows else None, args.png)
+        print(f"picture: {args.png}", file=sys.stderr)
+    return 0
+
+
+def _status(run_dir: Path, as_json: bool) -> int:
+    try:
+        answer = control.call(run_dir / "sm.sock", {"cmd": "status"})
+    except OSError as err:
+        raise SmConfigError(f"no SM answers on {run_dir / 'sm.sock'} ({err.strerror or err})") from None
+    status: dict[str, Any] = answer["status"]
+    if as_json:
+        print(json.dumps(status, indent=1))
+        return 0
+    print(f"policy {status['policy']}, marking {status['scheme']}, packet-ins {status['packet_ins']}, "
+          f"key MADs outstanding {status['keys_outstanding']}")
+    print("switches: " + ", ".join(f"{n} {s}" for n, s in sorted(status["switches"].items())))
+    print(f"traps: {status['traps'] or 'none'}")
+    if not status["filters"]:
+        print("filters: none")
+    for f in status["filters"]:
+        print(f"filter: {f['switch']} port {f['port']} {f['mode']} {' '.join(f['pkeys'])} "
+              f"violations {f['count']} for {f['active_s']} s")
+    return 0
+
+
+def _policy(run_dir: Path, policy: str) -> int:
+    try:
+        answer = control.call(run_dir / "sm.sock", {"cmd": "policy", "policy": policy}, timeout=60)
+    except OSError as err:
+        raise SmConfigError(f"no SM answers on {run_dir / 'sm.sock'} ({err.strerror or err})") from None
+    if not answer.get("ok"):
+        raise SmConfigError(answer.get("error", "refused"))
+    print(f"policy {answer['result']['old']} -> {answer['result']['new']}")
+    return 0
