@@ -70,21 +70,6 @@ class Narrator:
         print(f"[{time.monotonic() - self.start:6.1f} s] {text}", flush=True)
 
 
-def wait_for_keys(fabric_run: run.FabricRun, hosts: list[str], timeout: float = 60.0) -> None:
-    """Until each of ``hosts`` holds the key of every partition it belongs to (sent by the SM)."""
-    deadline = time.monotonic() + timeout
-    for host in hosts:
-        wanted = {p.full_pkey for p in fabric_run.partitions if host in p.members}
-        while True:
-            info = fabric_run.agents[host].call("info")
-            held = {int(str(k), 0) for k in info["keys"]["partitions"]}
-            if wanted <= {0x8000 | k for k in held} | held:
-                break
-            if time.monotonic() > deadline:
-                raise FabricError(f"{host} has no key for partitions {sorted(map(hex, wanted - held))}")
-            time.sleep(0.2)
-
-
 def part_of(fabric_run: run.FabricRun, host: str) -> topofile.PartitionSpec:
     return next(p for p in fabric_run.partitions if host in p.members)
 
@@ -147,7 +132,7 @@ def run_demo(options: run.RunOptions, rate: int, seconds: float, say: Narrator) 
         say.say(f"fabric up: {fabric_run.fabric.name} on {fabric_run.target.name}, run directory "
                 f"{fabric_run.run_dir}")
         roles = pick_roles(fabric_run)
-        wait_for_keys(fabric_run, [roles.victim, roles.peer])
+        fabric_run.wait_provisioned([roles.victim, roles.peer])
         qpn = connect_legit(fabric_run, roles)
         say.say(f"{roles.peer} -> {roles.victim}: RC connection in mode "
                 f"{part_of(fabric_run, roles.victim).security}, legitimate ping-pong running")
@@ -172,12 +157,14 @@ def run_demo(options: run.RunOptions, rate: int, seconds: float, say: Narrator) 
         flushed = fabric_run.wait_event(lambda e: e.get("event") == "filter-flushed",
                                         options.quiet_period + 30, "the filter flush")
         say.say(f"filter flushed from {flushed['switch']} port {flushed['port']}")
+        filters_left = fabric_run.sm_call("status")["status"]["filters"]
         legit.join(timeout=seconds + 40)
         victim_counters = fabric_run.agents[roles.victim].counters()
         fabric = fabric_run.fabric
         run_dir = fabric_run.run_dir
         target = fabric_run.target.name
     say.say("fabric torn down; reading the pcaps")
+    flushed["filters_left"] = filters_left
     return summarize(fabric, run_dir, target, roles, trace, installed, flushed, legit.result, victim_counters,
                      baseline)
 
@@ -222,7 +209,7 @@ def summarize(fabric: Any, run_dir: Path, target: str, roles: Roles, trace: dict
         "legit_median_latency_us_before": round(baseline.get("median_us", 0.0), 1),
         "legit_median_latency_us": round(legit.get("median_us", 0.0), 1),
         "filter_flushed": flushed.get("switch") == trace.get("traced_switch")
-        and flushed.get("port") == trace.get("traced_port"),
+        and flushed.get("port") == trace.get("traced_port") and not flushed["filters_left"],
         "filter_active_s": flushed.get("active_s"),
         "run_dir": str(run_dir),
         "picture": str(png),

@@ -21,7 +21,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -307,6 +307,22 @@ class FabricRun:
                                   f"{network.tail(self.run_dir / 'logs' / 'sm.out')}")
             time.sleep(0.1)
         raise FabricError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+    def wait_provisioned(self, hosts: Iterable[str], timeout: float = 60.0) -> None:
+        """Until each of ``hosts`` has, from the SM, its P_Key table and the key of every partition it is
+        a member of (connections in a partition need both)."""
+        deadline = time.monotonic() + timeout
+        for host in hosts:
+            wanted = {p.full_pkey for p in self.partitions if host in p.members}
+            while True:
+                info = self.agents[host].call("info")
+                table = {int(entry["pkey"]) for entry in info["pkeys"]}
+                keyed = {0x8000 | (int(str(k), 0) & 0x7FFF) for k in info["keys"]["partitions"]}
+                if wanted <= table & keyed:
+                    break
+                if time.monotonic() > deadline:
+                    raise FabricError(f"{host} lacks the P_Key table or keys of {sorted(map(hex, wanted))}")
+                time.sleep(0.2)
 
     def sm_call(self, cmd: str, **args: Any) -> dict[str, Any]:
         """A request to the running SM's control socket (``status``, ``policy``)."""

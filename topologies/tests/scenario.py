@@ -95,20 +95,6 @@ def traceback_of_every_host(fabric_run: run.FabricRun, victims: tuple[str, str],
     return {h: by_key[f"{pkeys[h]:#06x}"] for h in hosts}
 
 
-def wait_keys(fabric_run: run.FabricRun, hosts: Iterable[str], timeout: float = 60) -> None:
-    """Until every host in ``hosts`` has the keys of its partitions from the SM."""
-    deadline = time.monotonic() + timeout
-    for host in hosts:
-        wanted = {p.pkey for p in fabric_run.partitions if host in p.members}
-        while True:
-            keys = fabric_run.agents[host].call("info")["keys"]["partitions"]
-            held = {int(str(k), 0) & 0x7FFF for k in keys}
-            if wanted <= held:
-                break
-            assert time.monotonic() < deadline, f"{host} never got its partition keys"
-            time.sleep(0.2)
-
-
 def rc_pair(fabric_run: run.FabricRun, a: str, b: str, part: topofile.PartitionSpec,
             scope: str = "session", echo: bool = True) -> tuple[int, int]:
     """An RC connection a -> b in ``part`` (its security mode); b echoes (perf) or keeps what it receives

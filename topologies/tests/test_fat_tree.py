@@ -52,7 +52,7 @@ def test_sif_stops_a_flood_at_the_attackers_port_while_legitimate_traffic_flows(
         fat_tree: run.FabricRun) -> None:
     attacker, victim, peer, claimed = "h5", "h0", "h6", "h3"
     part = next(p for p in fat_tree.partitions if victim in p.members)
-    scenario.wait_keys(fat_tree, [victim, peer])
+    fat_tree.wait_provisioned([victim, peer])
     qpn, _ = scenario.rc_pair(fat_tree, peer, victim, part)
     before = fat_tree.agents[victim].counters()["drops"]["bad_pkey"]
     started = len(fat_tree.events())
@@ -78,7 +78,7 @@ def test_switches_mark_packets_so_one_captured_frame_names_its_source(fat_tree: 
     topo = load_topology(fat_tree.topology_file)
     plan = plan_fabric(topo)
     part = next(p for p in fat_tree.partitions if "h2" in p.members)
-    scenario.wait_keys(fat_tree, ["h2", "h4"])
+    fat_tree.wait_provisioned(["h2", "h4"])
     qpn, _ = scenario.rc_pair(fat_tree, "h4", "h2", part)
     fat_tree.agents["h4"].call("perf", test="send_lat", qpn=qpn, size=32, iterations=20, duration=5.0)
     receiver = fat_tree.hosts["h2"]
@@ -157,7 +157,7 @@ def test_with_policy_none_the_flood_reaches_the_victim_and_its_traffic_suffers(f
                                                                                 ) -> None:
     attacker, victim, peer = "h1", "h2", "h4"
     part = next(p for p in fat_tree.partitions if victim in p.members)
-    scenario.wait_keys(fat_tree, [victim, peer])
+    fat_tree.wait_provisioned([victim, peer])
     qpn, _ = scenario.rc_pair(fat_tree, peer, victim, part)
 
     def ping_pongs() -> int:

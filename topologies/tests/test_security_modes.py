@@ -29,7 +29,7 @@ def fabric() -> Iterator[run.FabricRun]:
     options = run.RunOptions(fabric="fat-tree", k=4, levels=2, partitions=len(MODES),
                              security=",".join(MODES), agents=AGENTS)
     with launched(options) as fabric_run:
-        scenario.wait_keys(fabric_run, AGENTS)
+        fabric_run.wait_provisioned(AGENTS)
         yield fabric_run
 
 
