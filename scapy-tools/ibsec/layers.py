@@ -805,7 +805,12 @@ class KeyDistribution(_Body):
 
 
 class PKeyTable(_Body):
-    """One block of up to 32 P_Keys for a port (bit 15 = full member), from the SM; echoed as the ACK."""
+    """One block of up to 32 P_Keys for a port (bit 15 = full member), from the SM; echoed as the ACK.
+
+    ``secmodes[i]`` is the security mode (DESIGN 3, 0-4) of the partition of ``pkeys[i]``, one byte per
+    entry in what used to be reserved bytes, so a table without modes (all zero) still means mode 0.
+    Give one mode per P_Key; the receiver refuses a value above 4.
+    """
 
     name = "PKeyTable"
     fields_desc = [
@@ -815,7 +820,10 @@ class PKeyTable(_Body):
         FieldListField("pkeys", [], XShortField("pkey", 0),
                        count_from=lambda p: min(p.num_entries, PKEY_BLOCK_ENTRIES)),
         ZeroFillField("pkeys_fill", lambda p: 2 * (PKEY_BLOCK_ENTRIES - len(p.pkeys))),
-        _reserved("reserved", 164),
+        FieldListField("secmodes", [], ByteField("secmode", 0),
+                       count_from=lambda p: min(p.num_entries, PKEY_BLOCK_ENTRIES)),
+        ZeroFillField("secmodes_fill", lambda p: PKEY_BLOCK_ENTRIES - len(p.secmodes)),
+        _reserved("reserved", 132),
     ]
 
 

@@ -238,12 +238,34 @@ def test_dissected_packet_rebuilds_byte_for_byte() -> None:
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.integers(0, 0xFFFF), max_size=32), st.integers(0, 0xFFFF), st.integers(0, 255))
-def test_pkey_table_round_trip(pkeys: list[int], block: int, port: int) -> None:
-    raw = bytes(L.PKeyTable(block=block, port=port, pkeys=pkeys))
+@given(st.lists(st.tuples(st.integers(0, 0xFFFF), st.integers(0, 255)), max_size=32), st.integers(0, 0xFFFF),
+       st.integers(0, 255))
+def test_pkey_table_round_trip(entries: list[tuple[int, int]], block: int, port: int) -> None:
+    pkeys, modes = [pk for pk, _ in entries], [mode for _, mode in entries]
+    raw = bytes(L.PKeyTable(block=block, port=port, pkeys=pkeys, secmodes=modes))
     assert len(raw) == L.MAD_DATA_LEN
     parsed = L.PKeyTable(raw)
-    assert (parsed.block, parsed.port, parsed.num_entries, parsed.pkeys) == (block, port, len(pkeys), pkeys)
+    assert (parsed.block, parsed.port, parsed.num_entries, parsed.pkeys, parsed.secmodes) == (
+        block, port, len(pkeys), pkeys, modes)
+
+
+def test_pkey_table_bytes_follow_the_documented_layout() -> None:
+    """docs/wire-format.md: block, port, count, 32 x P_Key, 32 x mode byte, 132 reserved bytes."""
+    table = L.PKeyTable(block=1, port=1, pkeys=[0xFFFF, 0x8001, 0x0002], secmodes=[0, 2, 4])
+    expected = (
+        bytes([0x00, 0x01, 0x01, 0x03])  # block 1, port 1, 3 entries
+        + bytes([0xFF, 0xFF, 0x80, 0x01, 0x00, 0x02]) + bytes(29 * 2)  # P_Keys, unused slots zero
+        + bytes([0x00, 0x02, 0x04]) + bytes(29)  # one mode byte per entry, same order
+        + bytes(132)
+    )
+    assert bytes(table) == expected
+    assert bytes(L.MAD(transaction_id=5) / table)[24 + 68 : 24 + 71] == bytes([0, 2, 4])  # MAD offset 92
+
+
+def test_pkey_table_without_modes_means_mode_0() -> None:
+    """A table built by a sender that knows no modes (reserved bytes zero) dissects as mode 0 throughout."""
+    legacy = L.PKeyTable(pkeys=[0x8001, 0x0002])
+    assert L.PKeyTable(bytes(legacy)).secmodes == [0, 0]
 
 
 @settings(max_examples=40, deadline=None)
@@ -264,7 +286,8 @@ def test_hostile_counts_keep_fixed_offsets() -> None:
     assert dist.owner_count == 255 and dist.owners[:2] == [1, 2] and dist.wrapped_key == b"K" * 64
     table = L.PKeyTable(bytes(L.PKeyTable(num_entries=200, pkeys=[0x8001])))
     assert table.num_entries == 200 and len(table.pkeys) == L.PKEY_BLOCK_ENTRIES
-    assert table.pkeys[0] == 0x8001 and table.reserved == bytes(164)
+    assert table.pkeys[0] == 0x8001 and len(table.secmodes) == L.PKEY_BLOCK_ENTRIES
+    assert table.reserved == bytes(132)
 
 
 def test_key_distribution_carries_a_key_that_unwraps() -> None:
