@@ -21,6 +21,7 @@ from scapy.packet import Packet
 from ibsec import icrc, keys, layers, mad_auth
 
 from .counters import Drop
+from .frames import MODES
 from .qp import Partition, QueuePair
 
 if TYPE_CHECKING:
@@ -106,7 +107,7 @@ class ManagementAgent:
             status = self._take_key(body, ca_sk)
             body.wrapped_key = bytes(keys.WRAPPED_KEY_LEN)
         elif isinstance(body, layers.PKeyTable):
-            self._take_pkeys(body)
+            status = self._take_pkeys(body)
         else:
             status = int(layers.MadStatus.UNSUPPORTED_METHOD_ATTR)
         response = layers.MAD(mgmt_class=mad.mgmt_class, method=layers.Method.GET, r=1, status=status,
@@ -127,13 +128,20 @@ class ManagementAgent:
         log.info("key received from the SM: %r", key)
         return int(layers.MadStatus.OK)
 
-    def _take_pkeys(self, body: Packet) -> None:
-        """The SM's P_Key table; security settings of partitions already known are kept."""
+    def _take_pkeys(self, body: Packet) -> int:
+        """The SM's P_Key table: each entry's mode becomes its partition's default for new QPs (the SM
+        owns the partitions' modes); the key scope of partitions already known is kept. A reserved
+        mode makes the whole table malformed: nothing of it is applied."""
+        entries = list(zip(body.pkeys, body.secmodes, strict=True))
+        if any(mode not in MODES for _, mode in entries):
+            self.adapter.counters.drop(Drop.MALFORMED)
+            return int(layers.MadStatus.INVALID_ATTR_VALUE)
         table = []
-        for pkey in (int(pk) for pk in body.pkeys if pk & 0x7FFF):
+        for pkey, mode in ((int(pk), int(m)) for pk, m in entries if pk & 0x7FFF):
             known = self.adapter.own_partition(pkey)
-            table.append(Partition(pkey, known.mode, known.scope) if known else Partition(pkey))
+            table.append(Partition(pkey, mode, known.scope) if known else Partition(pkey, mode))
         self.adapter.set_partitions(table)
+        return int(layers.MadStatus.OK)
 
     # ------------------------------------------------------------------ traps
 

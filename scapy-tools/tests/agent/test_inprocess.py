@@ -17,6 +17,7 @@ from ibsec.agent.adapter import MAX_QPS, SEND_WINDOW, Adapter, AdapterError, Age
 from ibsec.agent.frames import Builder, gid_bytes, mac_of
 from ibsec.agent.qp import Scope, Service, State
 from scapy.layers.l2 import Ether
+from scapy.packet import Packet
 
 from .loopback import SECURE_PKEY, Loopback
 
@@ -113,6 +114,45 @@ def test_sm_vendor_mads_set_keys_and_pkeys_only_when_authentic_and_fresh(
     drops = a.counters.snapshot()["drops"]
     assert drops["bad_auth"] == 1 and drops["replay"] == 1
     assert a.counters.stat("internal_errors") == 0  # neither was dissected
+
+
+def _replies_to_sm(loop: Loopback, index: int) -> list[Packet]:
+    """Adapter ``index``'s answers to the SM, authenticated under its CA_SK, as MADs."""
+    sm_mac, own_mac = mac_of(gid_bytes(SM_GID)), loop.adapters[index].config.mac
+    return [mad_auth.verify_packet(loop.ca_keys[index].material, Ether(f))[layers.MAD]
+            for f in loop.frames if f[:6] == sm_mac and f[6:12] == own_mac]
+
+
+def test_sm_pkey_table_sets_the_partition_mode_new_connections_use(loop: Loopback) -> None:
+    a, b = loop.adapters
+    for tid, (adapter, ca_sk) in enumerate(zip(loop.adapters, loop.ca_keys, strict=True), start=20):
+        table = layers.PKeyTable(pkeys=[0xFFFF, SECURE_PKEY], secmodes=[0, 2])
+        adapter.receive(_vendor_frame(layers.VendorAttr.PKEY_TABLE, table, ca_sk, adapter.gid, tid))
+    assert _replies_to_sm(loop, 0)[-1].status == layers.MadStatus.OK
+    by_default = a.cm.connect(b.gid, Service.RC, SECURE_PKEY, None, None, 2.0)
+    explicit = a.cm.connect(b.gid, Service.RC, SECURE_PKEY, 3, None, 2.0)
+    loop.mute = True
+    sent = {}
+    for qp in (by_default, explicit):
+        a.post_send(qp.qpn, b"secret payload")
+        sent[qp.qpn] = loop.frames[-1]
+        assert Ether(sent[qp.qpn])[layers.BTH].dqpn == qp.remote_qpn
+    assert Ether(sent[by_default.qpn])[layers.BTH].secmode == 2  # the partition's mode from the SM
+    assert b"secret payload" not in sent[by_default.qpn]  # sth-aead encrypts
+    assert Ether(sent[explicit.qpn])[layers.BTH].secmode == 3  # a mode the connection asked for wins
+
+
+def test_sm_pkey_table_with_a_reserved_mode_is_refused_and_counted(loop: Loopback) -> None:
+    a, ca_sk = loop.adapters[0], loop.ca_keys[0]
+    accepted = layers.PKeyTable(pkeys=[0xFFFF, SECURE_PKEY], secmodes=[0, 2])
+    a.receive(_vendor_frame(layers.VendorAttr.PKEY_TABLE, accepted, ca_sk, a.gid, 30))
+    for tid, reserved in enumerate((5, 6, 7), start=31):
+        table = layers.PKeyTable(pkeys=[0xFFFF, SECURE_PKEY, 0x8123], secmodes=[0, 1, reserved])
+        a.receive(_vendor_frame(layers.VendorAttr.PKEY_TABLE, table, ca_sk, a.gid, tid))
+        assert _replies_to_sm(loop, 0)[-1].status == layers.MadStatus.INVALID_ATTR_VALUE
+    assert a.counters.snapshot()["drops"]["malformed"] == 3
+    assert sorted(a.partitions) == [SECURE_PKEY, 0xFFFF]  # nothing of a refused table applied
+    assert a.own_partition(SECURE_PKEY).mode == 2  # type: ignore[union-attr]
 
 
 def test_reserved_security_modes_are_dropped_and_counted(loop: Loopback) -> None:
