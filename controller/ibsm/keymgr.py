@@ -3,7 +3,8 @@
 The SM generates SM_SK, one P_SK per partition and a CA_SK_ij for every pair of hosts that share a
 partition (AES-CTR DRBG; kept in a 0600 key file, so an SM restart hands out the same keys again), and
 sends each host what concerns it: SM_SK, the P_SK of the partitions it is a member of (never of the
-others: a compromised non-member stays out), its pairwise keys, and its P_Key table. Each MAD is wrapped
+others: a compromised non-member stays out), its pairwise keys, and its P_Key table with each
+partition's security mode (DESIGN 3: the agent makes it the partition's default). Each MAD is wrapped
 under (and authenticated with) that host's CA_SK; the host's agent answers with an authenticated GetResp.
 A MAD not answered within the timeout is sent again with a fresh TransactionID (the agent refuses a
 repeated one), up to a number of attempts.
@@ -67,6 +68,7 @@ class KeyManager:
         self.partition_keys = {p.pkey: key(keys.KeyType.P_SK, (p.pkey,)) for p in partitions}
         tables = pkey_tables(topo, partitions)
         self.tables = tables
+        self.modes = {p.pkey: p.security for p in partitions}  # the default partition is mode 0 if absent
         member_of = {h: {pk & 0x7FFF for pk in t} for h, t in tables.items()}
         self.pairwise: dict[tuple[int, int], keys.Key] = {}
         hosts = sorted(topo.hosts, key=lambda h: h.guid)
@@ -108,9 +110,10 @@ class KeyManager:
             if host.guid in (a, b):
                 peer = self.topo.host_by_guid(b if a == host.guid else a)
                 yield Delivery(host.name, f"CA_SK_IJ {host.name}-{peer.name if peer else '?'}", key_mad(key))
-        table = self.tables[host.name]
+        table = self.tables[host.name][: layers.PKEY_BLOCK_ENTRIES]
+        modes = [self.modes.get(pkey & 0x7FFF, 0) for pkey in table]
         yield Delivery(host.name, "P_Key table", lambda tid: layers.MAD(transaction_id=tid)
-                       / layers.PKeyTable(block=0, port=1, pkeys=table[:32]))
+                       / layers.PKeyTable(block=0, port=1, pkeys=table, secmodes=modes))
 
     def next_tid(self) -> int:
         """Strictly increasing, also across SM restarts (agents keep the last TID they accepted)."""

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ibsec import keys, layers, mad_auth
-from ibsm.keymgr import KeyManager, KeyOptions
+from ibsec import addressing, keys, layers, mad_auth
+from ibsec.agent.adapter import Adapter, AgentConfig
+from ibsm.keymgr import Delivery, KeyManager, KeyOptions
 from ibsm.lab import ca_keys
 from ibsm.topology import Topology
 from scapy.layers.l2 import Ether
@@ -65,3 +66,38 @@ def test_generated_keys_survive_a_restart(fat_tree: Topology, tmp_path: Path) ->
     assert again.pairwise == first.pairwise
     fresh = KeyManager(fat_tree, list(fat_tree.partitions), store, KeyOptions())
     assert fresh.sm_sk != first.sm_sk
+
+
+def _pkey_table_delivery(km: KeyManager, host: str) -> Delivery:
+    return next(d for d in km.plan() if d.host == host and d.what == "P_Key table")
+
+
+def test_pkey_table_mad_carries_each_partition_security_mode(fat_tree: Topology) -> None:
+    store = ca_keys(fat_tree)
+    km = KeyManager(fat_tree, list(fat_tree.partitions), store, KeyOptions())
+    entries = {}
+    for host in fat_tree.hosts:
+        frame = km.frame(_pkey_table_delivery(km, host.name))
+        mad = mad_auth.verify_packet(store.ca_key(host.guid).material, Ether(frame))
+        body = mad[layers.PKeyTable]
+        entries[host.name] = dict(zip(body.pkeys, body.secmodes, strict=True))
+    assert entries["h1"] == entries["h3"] == {0x8001: 2, 0xFFFF: 0}  # compute is sth-aead, Default none
+    assert entries["h2"] == entries["h4"] == {0xFFFF: 0}  # not members of compute
+
+
+def test_agent_takes_the_partition_mode_from_the_sm_table(fat_tree: Topology, tmp_path: Path) -> None:
+    """The SM's own frame, fed to a real agent: the partition gets its mode and the ACK completes it."""
+    store = ca_keys(fat_tree)
+    km = KeyManager(fat_tree, list(fat_tree.partitions), store, KeyOptions())
+    h1 = fat_tree.hosts[0]
+    store.provision_host(h1.guid, tmp_path / "h1.keys")
+    sent: list[bytes] = []
+    mac = bytes.fromhex(addressing.guid_to_mac(h1.guid).replace(":", ""))
+    agent = Adapter(AgentConfig(name="h1", mac=mac, subnet=1, lid=h1.lid, key_file=tmp_path / "h1.keys",
+                                sm_gid=fat_tree.sm_gid), sent.append)
+    delivery = _pkey_table_delivery(km, "h1")
+    agent.receive(km.frame(delivery))
+    compute = agent.own_partition(0x0001)
+    assert compute is not None and compute.mode == 2 and compute.full_member
+    reply = mad_auth.verify_packet(store.ca_key(h1.guid).material, Ether(sent[-1]))[layers.MAD]
+    assert km.on_response(h1, reply) == (delivery, layers.MadStatus.OK)

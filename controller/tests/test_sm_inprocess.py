@@ -112,6 +112,8 @@ async def test_keys_delivered_to_members_only(running: Any, tmp_path: Path) -> N
     assert agents["h1"].keyring.describe()["partitions"] == ["0x0001", "0x7fff"]
     assert agents["h2"].keyring.describe()["partitions"] == ["0x7fff"]  # not a member of compute
     assert agents["h3"].keyring.sm_sk == run.sm.keys.sm_sk
+    compute = agents["h3"].own_partition(0x0001)  # sth-aead in the topology: the SM's table says so
+    assert compute is not None and compute.mode == 2
     text = (tmp_path / "events.jsonl").read_text()
     for key in [run.sm.keys.sm_sk, *run.sm.keys.partition_keys.values()]:
         assert key.material.hex() not in text
