@@ -25,6 +25,9 @@ from types import FrameType
 
 from . import fabrics, network, run, topofile
 
+DESCRIPTION = ("Launch a fabric of P4 switches with the subnet manager and one host agent per host, and get "
+               "the Mininet CLI.")
+
 
 def parse_dims(text: str) -> tuple[int, ...]:
     try:
@@ -34,7 +37,7 @@ def parse_dims(text: str) -> tuple[int, ...]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ibsec-fabric", description=__doc__.split("\n\n")[0],
+    parser = argparse.ArgumentParser(prog="ibsec-fabric", description=DESCRIPTION,
                                      epilog=__doc__.split("\n\n", 1)[1],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("fabric", choices=(*fabrics.FABRICS, "clean"), nargs="?", default="fat-tree")
@@ -45,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     shape.add_argument("--dims", type=parse_dims, help="mesh, torus, mesh3d: switches per dimension")
     shape.add_argument("--cube", type=int, default=3, help="hypercube: dimensions")
     shape.add_argument("--bw", type=float, help="link bandwidth, Mbit/s (TCLink)")
-    shape.add_argument("--delay", help="link delay, e.g. 1ms (TCLink)")
+    shape.add_argument("--delay", help="link delay, e.g. 1ms (TCLink; needs the kernel's sch_netem)")
     ctl = parser.add_argument_group("control")
     ctl.add_argument("--target", choices=tuple(network.TARGETS), default=os.environ.get("TARGET", "p4switch"))
     ctl.add_argument("--routing", choices=topofile.ROUTINGS, default="deterministic")
