@@ -11,7 +11,7 @@ Conventions of the generated code:
   so ``pack()`` returns the original bytes of untouched headers without rebuilding them;
 - parser/control functions take their parameters in declaration order (the packet parameter is the
   engine's ``PacketCtx``); control locals live on a per-invocation ``L`` object so the control's actions
-  can reach them; action functions take ``(<control params>, L, <action data>)``;
+  can reach them; action functions take ``(<control params>, L, <action data tuple>)``;
 - a table's apply function returns the slot whose action ran on a hit, None on a miss;
 - names of the generated module: ``TR`` (trace on), ``X`` (per-packet extern context, see
   switch.ExternCtx), tables ``TBL<n>``, extern instances ``EXT<n>``.
@@ -547,11 +547,14 @@ class Codegen:
     def s_emit(self, s: Json, sc: Scope) -> None:
         h = self.expr(s["header"], sc)
         t = s["header"]["type"]
+        # an unchanged extracted header is emitted as its raw bytes without calling pack()
+        emit = "if _h.valid__: _r = _h.raw__; _out.append(_r if _r is not None else _h.pack())"
         if t["k"] == "stack":
             self.out.line(f"for _h in {h}:")
-            self.out.line("    if _h.valid__: _out.append(_h.pack())")
+            self.out.line(f"    {emit}")
         else:
-            self.out.line(f"if {h}.valid__: _out.append({h}.pack())")
+            self.out.line(f"_h = {h}")
+            self.out.line(emit)
 
     def s_digest(self, s: Json, sc: Scope) -> None:
         values = ", ".join(self.expr(f, sc) for f in s["fields"])
@@ -659,8 +662,9 @@ class Codegen:
         obj = f"EXT{self.extern_ids[name]}"
         kind, method, args = inst["kind"], s["method"], s.get("args", [])
         o = self.out
-        if kind == "counter" and method == "count":
-            o.line(f"{obj}.count({self.expr(args[0], sc)}, X.length)")
+        if kind == "counter" and method == "count":  # Counter.count inlined: out-of-range is ignored
+            o.line(f"_i = {self.expr(args[0], sc)}; _cells = {obj}.cells")
+            o.line("if 0 <= _i < len(_cells): _cell = _cells[_i]; _cell[0] += X.length; _cell[1] += 1")
         elif kind == "direct_counter" and method == "count":
             o.line("pass  # direct counters count on every hit of their table")
         elif kind == "meter" and method == "execute_meter":
@@ -856,11 +860,12 @@ class Codegen:
         for v in a.get("locals", []):
             names[v["name"]] = f"v_{v['name']}"
         asc = Scope(names, a["name"], in_action=True)
-        params = "".join(f", a_{p['name']}" for p in a["params"])
         o = self.out
-        o.line(f"def {fn}({sc.names['$args']}, L{params}):")
+        # action data come as one tuple (the slot's args): a plain call, cheaper than f(..., *args)
+        o.line(f"def {fn}({sc.names['$args']}, L, A):")
         o.indent()
         if a["params"]:
+            o.line("".join(f"a_{p['name']}, " for p in a["params"]) + "= A")
             shown = ", ".join(f"{p['name']}:%#x" for p in a["params"])
             values = ", ".join(f"a_{p['name']}" for p in a["params"])
             o.line(f"if TR: _trace('action %s({shown})', {a['name']!r}, {values})")
@@ -890,7 +895,7 @@ class Codegen:
         o.line(f"    if TR: _trace_table({tbl}, None)")
         if t.get("direct_meter"):
             o.line("    X.meter_color = 0")
-        o.line(f"    _d = {tbl}.default; _d.fn({sc.names['$args']}, L, *_d.args)")
+        o.line(f"    _d = {tbl}.default; _d.fn({sc.names['$args']}, L, _d.args)")
         o.line("    return None")
         if t.get("direct_counter"):
             o.line("_c = _s.counter; _c[0] += X.length; _c[1] += 1")
@@ -905,9 +910,9 @@ class Codegen:
             o.line("if _s.__class__ is list:")
             o.line(f"    _s = {tbl}.profile.pick(_s, {data})")
             o.line("elif _s is None:")
-            o.line(f"    _d = {tbl}.default; _d.fn({sc.names['$args']}, L, *_d.args)")
+            o.line(f"    _d = {tbl}.default; _d.fn({sc.names['$args']}, L, _d.args)")
             o.line("    return None")
-        o.line(f"_s.fn({sc.names['$args']}, L, *_s.args)")
+        o.line(f"_s.fn({sc.names['$args']}, L, _s.args)")
         o.line("return _s")
         o.dedent()
 

@@ -168,8 +168,11 @@ class V1Switch(Switch):
         self.new_sm = g["S_standard_metadata_t"]
         self.run_parser = g["RUN_parser"]
         self.run_ingress = g["RUN_ingress"]
-        self.run_egress = g["RUN_egress"]
+        self.run_egress = g.get("RUN_egress")  # None when the egress control is empty
         self.run_deparse = g["RUN_deparse"]
+        # packet_in/packet_out objects reused by every packet (process() runs one packet at a time)
+        self.parse_ctx = PacketCtx(b"")
+        self.deparse_ctx = PacketCtx(b"")
 
     def _drivers(self, pipeline: Json) -> str:
         """The four phases the engine calls per packet (parser; verify checksum + ingress; egress;
@@ -185,9 +188,12 @@ class V1Switch(Switch):
         }
         lines = []
         for phase, members in phases.items():
-            lines.append(f"def RUN_{phase}(pk, H, M, SM):")
             calls = [self._block_call(blocks, pipeline[role], role, roles) for role in members]
-            lines += [f"    {'return ' if phase == 'parser' else ''}{call}" for call in calls if call]
+            calls = [call for call in calls if call]
+            if not calls and phase == "egress":
+                continue  # the engine skips an empty egress (and its timestamp) altogether
+            lines.append(f"def RUN_{phase}(pk, H, M, SM):")
+            lines += [f"    {'return ' if phase == 'parser' else ''}{call}" for call in calls]
             lines.append("    pass")
         return "\n".join(lines) + "\n"
 
@@ -374,18 +380,15 @@ class V1Switch(Switch):
                 self.log.exception("internal error processing a frame from port %d", ingress_port)
                 return []
 
-    def _new_sm(self, port: int, length: int) -> Any:
-        sm = self.new_sm()
-        sm.ingress_port = port
-        sm.packet_length = length
-        sm.ingress_global_timestamp = int((self.clock() - self.start_time) * 1e6) & 0xFFFFFFFFFFFF
-        return sm
-
     def _parse(self, port: int, frame: bytes) -> tuple[Any, Any, Any, bytes]:
-        h, m = self.new_headers(), self.new_meta()
-        sm = self._new_sm(port, len(frame))
+        h, m, sm = self.new_headers(), self.new_meta(), self.new_sm()
+        sm.ingress_port = port
+        sm.packet_length = len(frame)
+        sm.ingress_global_timestamp = int((self.clock() - self.start_time) * 1e6) & 0xFFFFFFFFFFFF
         self.x.sm = sm
-        pk = PacketCtx(frame)
+        pk = self.parse_ctx
+        pk.data = frame
+        pk.pos = 0
         code = self.run_parser(pk, h, m, sm)
         if code < 0:  # explicit `transition reject`: parser_error stays NoError, as in BMv2
             self.bump("parser_reject")
@@ -494,8 +497,9 @@ class V1Switch(Switch):
         x.length = sm.packet_length
         x.payload = payload
         sm.egress_spec = 0
-        sm.egress_global_timestamp = int((self.clock() - self.start_time) * 1e6) & 0xFFFFFFFFFFFF
-        self.run_egress(None, h, m, sm)
+        if self.run_egress is not None:
+            sm.egress_global_timestamp = int((self.clock() - self.start_time) * 1e6) & 0xFFFFFFFFFFFF
+            self.run_egress(None, h, m, sm)
         req = x.clone_req
         if req is not None and req[0] == "E2E" and depth < MAX_CLONE_DEPTH:
             session = self._session(req[1])
@@ -523,10 +527,11 @@ class V1Switch(Switch):
                 self._trace("egress: dropped (mark_to_drop in egress)")
             return
         x.payload = payload
-        pk = PacketCtx(b"")
+        pk = self.deparse_ctx
+        pk.out = chunks = []
         self.run_deparse(pk, h, m, sm)
-        pk.out.append(payload)
-        data = b"".join(pk.out)
+        chunks.append(payload)
+        data = b"".join(chunks)
         if truncate:
             data = data[:truncate]
         out.append((sm.egress_port, data))
