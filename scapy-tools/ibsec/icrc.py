@@ -16,10 +16,9 @@ from __future__ import annotations
 import struct
 import zlib
 from dataclasses import dataclass, field
-from functools import cached_property
 
 from ibsec import opcodes
-from ibsec.addressing import mask_mf
+from ibsec.addressing import LINK_LOCAL_PREFIX, MF_MASK, PREFIX_BITS, SITE_LOCAL_PREFIX
 
 ETHER_LEN = 14
 VLAN_LEN = 4
@@ -57,7 +56,7 @@ class RoceFrame:
         object.__setattr__(self, "udp", self.ip + IPV6_LEN)
         object.__setattr__(self, "bth", self.ip + IPV6_LEN + UDP_LEN)
 
-    @cached_property
+    @property
     def opcode(self) -> opcodes.Opcode:
         """The BTH opcode's table entry; :class:`Malformed` for reserved or unsupported codes."""
         try:
@@ -65,12 +64,13 @@ class RoceFrame:
         except opcodes.UnknownOpcode as err:
             raise Malformed(str(err)) from None
 
-    @cached_property
+    @property
     def headers_end(self) -> int:
         """Offset just past H (the BTH and the extension headers its opcode calls for)."""
-        end = self.bth + self.opcode.header_length
+        opcode = self.opcode
+        end = self.bth + _HEADER_LENGTHS[opcode.code]
         if end > len(self.data) - ICRC_LEN:
-            raise Malformed(f"{self.opcode.name} needs {self.opcode.header_length} header bytes: too short")
+            raise Malformed(f"{opcode.name} needs {opcode.header_length} header bytes: too short")
         return end
 
     @property
@@ -82,6 +82,10 @@ class RoceFrame:
     def pad_count(self) -> int:
         """BTH PadCnt: pad bytes at the end of the payload."""
         return (self.data[self.bth + 1] >> 4) & 0x3
+
+
+_HEADER_LENGTHS = {code: opcode.header_length for code, opcode in opcodes.OPCODES.items()}
+"""Bytes of H per opcode, summed once (properties look them up per packet)."""
 
 
 def locate(frame: bytes) -> RoceFrame:
@@ -102,22 +106,31 @@ def locate(frame: bytes) -> RoceFrame:
     found = RoceFrame(frame, offset + 2)
     if len(frame) < found.bth + opcodes.BTH_LEN + ICRC_LEN:
         raise Malformed(f"frame of {len(frame)} bytes is too short for IPv6/UDP/BTH/ICRC")
-    if frame[found.ip] >> 4 != 6:
-        raise Malformed(f"IP version {frame[found.ip] >> 4} is not 6")
-    if frame[found.ip + 6] != 17:
-        raise Malformed(f"IPv6 next header {frame[found.ip + 6]} is not UDP")
-    if _u16(frame, found.udp + 2) != ROCEV2_PORT:
-        raise Malformed(f"UDP destination port {_u16(frame, found.udp + 2)} is not RoCEv2 ({ROCEV2_PORT})")
+    first, ip_length, next_header, port, udp_length = _IPV6_UDP_FIELDS.unpack_from(frame, found.ip)
+    if first >> 4 != 6:
+        raise Malformed(f"IP version {first >> 4} is not 6")
+    if next_header != 17:
+        raise Malformed(f"IPv6 next header {next_header} is not UDP")
+    if port != ROCEV2_PORT:
+        raise Malformed(f"UDP destination port {port} is not RoCEv2 ({ROCEV2_PORT})")
     payload_len = len(frame) - found.udp
-    if _u16(frame, found.ip + 4) != payload_len or _u16(frame, found.udp + 4) != payload_len:
-        raise Malformed(f"IPv6 payload length {_u16(frame, found.ip + 4)} / UDP length "
-                        f"{_u16(frame, found.udp + 4)} disagree with the {payload_len} bytes after IPv6")
+    if ip_length != payload_len or udp_length != payload_len:
+        raise Malformed(f"IPv6 payload length {ip_length} / UDP length {udp_length} disagree with the "
+                        f"{payload_len} bytes after IPv6")
     return found
 
 
-def set_lengths(frame: bytearray, ip: int) -> None:
-    """Make the IPv6 payload length and the UDP length count every byte after the IPv6 header."""
-    payload_len = len(frame) - ip - IPV6_LEN
+_IPV6_UDP_FIELDS = struct.Struct("!B3xHB35xHH")
+"""IPv6 version byte, payload length, next header; UDP destination port and length."""
+
+
+def set_lengths(frame: bytearray, ip: int, payload_len: int | None = None) -> None:
+    """Make the IPv6 payload length and the UDP length count every byte after the IPv6 header.
+
+    ``payload_len`` gives that count for a frame still being built (its headers only, say).
+    """
+    if payload_len is None:
+        payload_len = len(frame) - ip - IPV6_LEN
     if payload_len > 0xFFFF:
         raise Malformed(f"{payload_len} bytes after IPv6 do not fit a 16-bit length")
     struct.pack_into("!H", frame, ip + 4, payload_len)
@@ -130,17 +143,33 @@ def masked(frame: RoceFrame, end: int) -> bytes:
     ``end`` = :attr:`RoceFrame.headers_end` gives the masked headers (the GCM associated data);
     ``end`` = the ICRC's offset gives everything the ICRC covers.
     """
+    return masked_bytes(frame.data, frame.ip, end)
+
+
+def masked_bytes(data: bytes | bytearray, ip: int, end: int) -> bytes:
+    """:func:`masked` for a frame given as its bytes and the IPv6 header's offset in them (so a sender can
+    mask a frame it is still building). ``end`` must lie past BTH byte 4."""
     out = bytearray(LRH_ONES)
-    out += frame.data[frame.ip:end]
-    ip = len(LRH_ONES)
-    out[ip] |= 0x0F  # traffic class (high nibble) ...
-    out[ip + 1:ip + 4] = b"\xff\xff\xff"  # ... rest of traffic class and flow label
-    out[ip + 7] = 0xFF  # hop limit
-    out[ip + 24:ip + 40] = mask_mf(bytes(out[ip + 24:ip + 40]))  # MF bits as zeros if markable
-    udp = ip + IPV6_LEN
-    out[udp + 6:udp + 8] = b"\xff\xff"  # UDP checksum
-    out[udp + UDP_LEN + 4] = 0xFF  # BTH byte 4: FECN, BECN, reserved
+    out += data[ip:end]
+    out[_TC] |= 0x0F  # traffic class (high nibble) ...
+    out[_TC + 1:_TC + 4] = b"\xff\xff\xff"  # ... rest of traffic class and flow label
+    out[_HOP_LIMIT] = 0xFF
+    if (out[_DST] << 8 | out[_DST + 1]) >> (16 - PREFIX_BITS) in _MARKABLE_PREFIXES:
+        dst = int.from_bytes(out[_DST:_DST + 16], "big") & ~MF_MASK  # MF bits as zeros
+        out[_DST:_DST + 16] = dst.to_bytes(16, "big")
+    out[_UDP_CHECKSUM:_UDP_CHECKSUM + 2] = b"\xff\xff"
+    out[_BTH_BYTE4] = 0xFF  # FECN, BECN, reserved
     return bytes(out)
+
+
+# Offsets inside masked(): the LRH's ones come first, then IPv6, UDP and the BTH.
+_TC = len(LRH_ONES)
+_HOP_LIMIT = _TC + 7
+_DST = _TC + 24
+_UDP_CHECKSUM = _TC + IPV6_LEN + 6
+_BTH_BYTE4 = _TC + IPV6_LEN + UDP_LEN + 4
+_MARKABLE_PREFIXES = frozenset({SITE_LOCAL_PREFIX, LINK_LOCAL_PREFIX})
+"""Destinations whose MF bits are variant (``addressing.is_markable``), by their top 10 bits."""
 
 
 def compute(frame: RoceFrame, masked_headers: bytes | None = None) -> bytes:
@@ -149,10 +178,15 @@ def compute(frame: RoceFrame, masked_headers: bytes | None = None) -> bytes:
     ``masked_headers``, if given, is ``masked(frame, end)`` for some ``end`` (e.g. the GCM associated data
     already computed): the CRC continues from it instead of masking the headers again.
     """
-    if masked_headers is None:
-        return zlib.crc32(masked(frame, len(frame.data) - ICRC_LEN)).to_bytes(4, "little")
-    end = frame.ip + len(masked_headers) - len(LRH_ONES)
-    crc = zlib.crc32(frame.data[end:len(frame.data) - ICRC_LEN], zlib.crc32(masked_headers))
+    return compute_bytes(frame.data, frame.ip, masked_headers)
+
+
+def compute_bytes(data: bytes | bytearray, ip: int, masked_headers: bytes | None = None) -> bytes:
+    """:func:`compute` for a frame given as its bytes and the IPv6 header's offset in them."""
+    if masked_headers is None:  # only the headers up to the BTH have variant bits
+        masked_headers = masked_bytes(data, ip, ip + IPV6_LEN + UDP_LEN + opcodes.BTH_LEN)
+    end = ip + len(masked_headers) - len(LRH_ONES)
+    crc = zlib.crc32(memoryview(data)[end:len(data) - ICRC_LEN], zlib.crc32(masked_headers))
     return crc.to_bytes(4, "little")
 
 
