@@ -36,12 +36,13 @@ from __future__ import annotations
 
 import enum
 import hashlib
+import hmac
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from scapy.utils import checksum
 
@@ -144,26 +145,88 @@ def gcm_seal(key: bytes, nonce: bytes, plaintext: bytes, aad: bytes,
     """AES-GCM encryption: (ciphertext, tag truncated to ``tag_len`` bytes: 16 or 4)."""
     if tag_len not in (16, SHORT_TAG_LEN):
         raise ValueError(f"tag length {tag_len} is not 16 or {SHORT_TAG_LEN}")
-    sealed = AESGCM(_check_key(key)).encrypt(nonce, plaintext, aad)
+    sealed = _key_context(key).aead.encrypt(nonce, plaintext, aad)
     return sealed[:-16], sealed[-16:][:tag_len]
 
 
 def gcm_open(key: bytes, nonce: bytes, ciphertext: bytes, aad: bytes, tag: bytes) -> bytes:
-    """AES-GCM decryption with a 16- or 4-byte tag; raises :class:`MacFailure`. Tag checks are constant-time
-    (``cryptography`` compares inside OpenSSL)."""
-    _check_key(key)
+    """AES-GCM decryption with a 16- or 4-byte tag; raises :class:`MacFailure`. Tag checks are constant-time.
+
+    A 16-byte tag is checked inside OpenSSL. For a 4-byte tag the plaintext is recovered first (GCM's
+    keystream depends only on key and nonce, so encrypting the ciphertext yields it), then encrypted again
+    for the full tag, whose first 4 bytes are compared with :func:`hmac.compare_digest`: what OpenSSL does
+    for a truncated tag, with the cached GCM object instead of a cipher context set up per packet. Nothing
+    computed leaves this function unless the tag verified.
+    """
+    aead = _key_context(key).aead
     try:
         if len(tag) == 16:
-            return AESGCM(key).decrypt(nonce, ciphertext + tag, aad)
-        if len(tag) != SHORT_TAG_LEN:
-            raise MacFailure(f"tag of {len(tag)} bytes is neither 16 nor {SHORT_TAG_LEN}")
-        gcm = modes.GCM(nonce, tag, min_tag_length=SHORT_TAG_LEN)
-        decryptor = Cipher(algorithms.AES(key), gcm).decryptor()
-        decryptor.authenticate_additional_data(aad)
-        plaintext = decryptor.update(ciphertext)
-        return plaintext + decryptor.finalize()
+            return aead.decrypt(nonce, ciphertext + tag, aad)
     except InvalidTag:
         raise MacFailure("GCM tag did not verify") from None
+    if len(tag) != SHORT_TAG_LEN:
+        raise MacFailure(f"tag of {len(tag)} bytes is neither 16 nor {SHORT_TAG_LEN}")
+    plaintext = aead.encrypt(nonce, ciphertext, None)[:len(ciphertext)]
+    expected = aead.encrypt(nonce, plaintext, aad)[len(ciphertext):len(ciphertext) + SHORT_TAG_LEN]
+    if not hmac.compare_digest(expected, tag):
+        raise MacFailure("GCM tag did not verify")
+    return plaintext
+
+
+class _KeyContext:
+    """What sealing and opening under one key need, made once per key: the AES-GCM object (its key
+    schedule) and the key's :class:`NonceCounter`. Holds no key bytes of its own; its repr shows none."""
+
+    __slots__ = ("fingerprint", "aead", "_counter")
+
+    def __init__(self, fingerprint: bytes, aead: AESGCM) -> None:
+        self.fingerprint = fingerprint
+        self.aead = aead
+        self._counter: NonceCounter | None = None
+
+    def counter(self) -> NonceCounter:
+        """The key's counter, looked up on first use (only sealing keys get one; counters never expire)."""
+        if self._counter is None:
+            with _COUNTERS_LOCK:
+                self._counter = _COUNTERS.setdefault(self.fingerprint, NonceCounter())
+        return self._counter
+
+
+KEY_CACHE_SIZE = 64
+"""Keys whose GCM objects are kept (least recently added go first); the agent uses one key per connection."""
+_CONTEXTS: dict[bytes, _KeyContext] = {}  # keyed fingerprint -> context
+_BY_OBJECT: dict[int, tuple[bytes, _KeyContext]] = {}  # id(key) -> (that key object, its context)
+_CONTEXTS_LOCK = threading.Lock()
+
+
+def _fingerprint(key: bytes) -> bytes:
+    """A keyed BLAKE2b fingerprint: names the key in the caches without storing it there."""
+    return hashlib.blake2b(b"ibsec nonce counter", key=_check_key(key), digest_size=16).digest()
+
+
+def _key_context(key: bytes) -> _KeyContext:
+    """The context of ``key``. The same ``bytes`` object (the agent keeps one per connection) is found by
+    identity, so the fingerprint is computed once per key object, not per packet; the entry holds a
+    reference to the object, so its id cannot be reused while it is cached. A mutable key (bytearray) is
+    fingerprinted on every call: its contents may have changed."""
+    entry = _BY_OBJECT.get(id(key))
+    if entry is not None and entry[0] is key:
+        return entry[1]
+    fingerprint = _fingerprint(key)
+    with _CONTEXTS_LOCK:
+        context = _CONTEXTS.pop(fingerprint, None) or _KeyContext(fingerprint, AESGCM(key))
+        _CONTEXTS[fingerprint] = context
+        if type(key) is bytes:
+            _BY_OBJECT[id(key)] = (key, context)
+        _drop_oldest(_CONTEXTS)
+        _drop_oldest(_BY_OBJECT)
+    return context
+
+
+def _drop_oldest(cache: dict[Any, Any]) -> None:
+    """Bound a cache to :data:`KEY_CACHE_SIZE` entries, dropping those inserted first."""
+    while len(cache) > KEY_CACHE_SIZE:
+        del cache[next(iter(cache))]
 
 
 # ---- nonces ---------------------------------------------------------------------------------------------
@@ -171,7 +234,11 @@ def gcm_open(key: bytes, nonce: bytes, ciphertext: bytes, aad: bytes, tag: bytes
 
 def is_response(opcode: opcodes.Opcode) -> bool:
     """Responses (ACKs, RDMA READ responses, atomic ACKs) carry the requester's PSNs: nonce bit r."""
-    return opcode.operation in _RESPONSE_OPERATIONS
+    return opcode.code in _RESPONSE_CODES
+
+
+_RESPONSE_CODES = frozenset(code for code, op in opcodes.OPCODES.items()
+                            if op.operation in _RESPONSE_OPERATIONS)
 
 
 def stream_base(n0: bytes, direction: int, response: bool = False) -> int:
@@ -259,9 +326,7 @@ _COUNTERS_LOCK = threading.Lock()
 
 def nonce_counter(key: bytes) -> NonceCounter:
     """The process's one :class:`NonceCounter` for ``key`` (found by a keyed BLAKE2b fingerprint)."""
-    fingerprint = hashlib.blake2b(b"ibsec nonce counter", key=_check_key(key), digest_size=16).digest()
-    with _COUNTERS_LOCK:
-        return _COUNTERS.setdefault(fingerprint, NonceCounter())
+    return _key_context(key).counter()
 
 
 def register_streams(key: bytes, sender: Sender, *receivers: Receiver) -> None:
@@ -391,20 +456,20 @@ def seal(frame: bytes, key: bytes | None, sender: Sender) -> bytes:
     if sender.mode is Mode.NONE:
         return _finish(bytearray(frame), found.ip, with_icrc=True)
     key = _check_key(key)
+    context = _key_context(key)
     end = found.headers_end
     response = is_response(found.opcode)
     base = stream_base(sender.n0, sender.direction, response)
-    epsn = nonce_counter(key).claim(base, found.psn)
+    epsn = context.counter().claim(base, found.psn)
     nonce = (base ^ epsn).to_bytes(NONCE_LEN, "big")
     payload = frame[end:-ICRC_LEN]
 
     # Lengths first: the associated data covers the final IPv6 payload length and UDP length.
-    body_len = len(payload) + (SHORT_TAG_LEN if sender.mode is Mode.ICRC_MAC else STH_LEN + ICRC_LEN)
-    out = bytearray(frame[:end]) + bytes(body_len)
+    trailer = SHORT_TAG_LEN if sender.mode is Mode.ICRC_MAC else STH_LEN + ICRC_LEN
+    out = bytearray(frame[:end])
     out[found.bth + _BTH_MODE_BYTE] = (out[found.bth + _BTH_MODE_BYTE] & 0x80) | (sender.mode << 4)
-    icrc.set_lengths(out, found.ip)
-    aad = icrc.masked(RoceFrame(bytes(out), found.ip), end)
-    del out[end:]
+    icrc.set_lengths(out, found.ip, len(out) - found.udp + len(payload) + trailer)
+    aad = icrc.masked_bytes(out, found.ip, end)
     if sender.mode is Mode.ICRC_MAC:
         ciphertext, tag = gcm_seal(key, nonce, payload, aad, SHORT_TAG_LEN)
         out += ciphertext + tag
@@ -420,10 +485,10 @@ def seal(frame: bytes, key: bytes | None, sender: Sender) -> bytes:
 
 
 def _finish(out: bytearray, ip: int, with_icrc: bool, masked_headers: bytes | None = None) -> bytes:
-    """Final lengths, a valid UDP checksum if the frame carried one, and the ICRC where the mode has one."""
-    icrc.set_lengths(out, ip)
+    """A valid UDP checksum if the frame carried one, and the ICRC where the mode has one (the lengths are
+    final already: :func:`~ibsec.icrc.locate` checked them, or :func:`seal` set them)."""
     if with_icrc:  # the ICRC sees the UDP checksum as ones, so it can come first
-        out[-ICRC_LEN:] = icrc.compute(RoceFrame(bytes(out), ip), masked_headers)
+        out[-ICRC_LEN:] = icrc.compute_bytes(out, ip, masked_headers)
     udp = ip + IPV6_LEN
     if out[udp + 6:udp + 8] != b"\x00\x00":
         out[udp + 6:udp + 8] = b"\x00\x00"

@@ -119,8 +119,9 @@ def no_crypto() -> Iterator[None]:
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError("mode 0 constructed a cipher")
 
-    with mock.patch.object(transport, "AESGCM", refuse), mock.patch.object(transport, "Cipher", refuse), \
-            mock.patch.object(transport.algorithms, "AES", refuse), \
+    # every GCM object, cached or new, comes through transport._key_context
+    with mock.patch.object(transport, "AESGCM", refuse), \
+            mock.patch.object(transport, "_key_context", refuse), \
             mock.patch.object(transport.hashlib, "blake2b", refuse):
         yield
 
