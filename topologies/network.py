@@ -238,7 +238,7 @@ class FabricNet:
 
     def __init__(self, fabric: Fabric, tgt: Target, run_dir: Path, links: LinkOptions | None = None,
                  verbose: bool = False) -> None:
-        setLogLevel("info" if verbose else "warning")
+        setLogLevel("info" if verbose else "output")  # "output": what the CLI prints
         self.fabric = fabric
         self.run_dir = run_dir
         self.tag = iface_tag()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import pty
+import select
 import signal
 import socket
 import stat
@@ -81,3 +83,40 @@ def test_clean_removes_what_a_killed_launcher_left(run_dir: Path) -> None:
     while footprint.leftovers() and time.monotonic() < deadline:
         time.sleep(0.2)
     assert footprint.leftovers() == []
+
+
+def test_the_launcher_offers_the_mininet_cli_on_a_terminal_and_exit_tears_down(run_dir: Path) -> None:
+    """On a terminal: the CLI runs commands in a host's namespace; ``exit`` stops everything."""
+    controller, terminal = pty.openpty()
+    argv = [sys.executable, "-m", "topologies.launch", "hypercube", "--cube", "1", "--no-sm",
+            "--run-dir", str(run_dir)]
+    proc = subprocess.Popen(argv, stdin=terminal, stdout=terminal, stderr=terminal)
+    os.close(terminal)
+    try:
+        seen = read_until(controller, b"mininet>", 120)
+        record = json.loads((run_dir / run.PROCESSES_FILE).read_text())
+        footprint = Footprint(record["pids"], record["iface_prefix"], run_dir)
+        os.write(controller, b"h1 ip -o link show h1-eth0; echo DONE$((6*7))\n")
+        seen = read_until(controller, b"DONE42", 30)  # the shell's answer, not the echo of the typed line
+        assert b"h1-eth0" in seen and b"02:00:00:00:00:01" in seen  # run in h1's namespace, our MAC
+        os.write(controller, b"exit\n")
+        assert proc.wait(timeout=60) == 0
+    finally:
+        network.stop_processes([proc])
+        os.close(controller)
+    assert footprint.leftovers() == []
+
+
+def read_until(fd: int, marker: bytes, timeout: float) -> bytes:
+    """What the terminal shows until ``marker`` appears (or the time is up)."""
+    out = b""
+    deadline = time.monotonic() + timeout
+    while marker not in out and time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.5)
+        if ready:
+            try:
+                out += os.read(fd, 65536)
+            except OSError:
+                break
+    assert marker in out, out[-500:]
+    return out
