@@ -82,6 +82,15 @@ def section_lines(section: Section, results: str) -> list[str]:
     return lines
 
 
+def summary_lines(sections: list[Section]) -> list[str]:
+    """One line per experiment: how many of the paper's directions hold in this run."""
+    lines = ["| experiment | paper's claims that hold here |", "|---|---|"]
+    for s in sections:
+        held = "not run: " + s.skipped if s.skipped else f"{sum(s.checks.values())} of {len(s.checks)}"
+        lines.append(f"| {s.key}. {s.title} | {held} |")
+    return [*lines, ""]
+
+
 def write(
     doc: Path, out: Path, sections: list[Section], command: str, profile: str, repo: Path, run_id: str
 ) -> None:
@@ -104,11 +113,12 @@ def write(
         f"- commit: {commit(repo)}",
         f"- results directory: `{results}`",
         "",
-        "| machine | |",
+        "| machine | value |",
         "|---|---|",
         *(f"| {k} | {v} |" for k, v in machine().items()),
         "",
     ]
+    lines += summary_lines(ordered)
     for section in ordered:
         lines += section_lines(section, results)
     doc.parent.mkdir(parents=True, exist_ok=True)
