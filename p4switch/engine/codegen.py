@@ -788,9 +788,9 @@ class Codegen:
             o.line(f"{var} = {self.expr(k, sc)}")
             keys.append(var)
         first = True
-        for case in tr["cases"]:
-            conds = []
-            for var, ks in zip(keys, case["keysets"], strict=True):
+        for case in self.merged_cases(tr["cases"]):
+            conds = [f"{keys[0]} in {{{', '.join(case['values'])}}}"] if "values" in case else []
+            for var, ks in zip(keys, case.get("keysets", ()), strict="values" not in case):
                 kind = ks["kind"]
                 if kind == "exact":
                     conds.append(f"{var} == {self.keyset_value(ks['value'])}")
@@ -815,6 +815,28 @@ class Codegen:
         o.line(f"raise _Reject({self.error_code('NoMatch')})")
         if not first:
             o.dedent()
+
+    def merged_cases(self, cases: list[Json]) -> list[Json]:
+        """Consecutive one-key exact cases going to the same state become one case testing set
+        membership (``values``, no keysets): a select over many values (opcodes) costs one hash
+        probe instead of a chain of compares; the first match still wins."""
+        runs: list[list[Json]] = []  # runs of mergeable cases with the same target; others alone
+        for case in cases:
+            ks = case["keysets"]
+            mergeable = len(ks) == 1 and ks[0]["kind"] == "exact"
+            last = runs[-1] if runs else None
+            if mergeable and last and "values" in last[0] and last[0]["next"] == case["next"]:
+                last.append(case)
+            else:
+                runs.append([dict(case, values=[]) if mergeable else case])
+        merged = []
+        for run in runs:
+            if len(run) == 1:
+                merged.append({k: v for k, v in run[0].items() if k != "values"})
+            else:
+                values = [self.keyset_value(c["keysets"][0]["value"]) for c in run]
+                merged.append({"next": run[0]["next"], "values": values})
+        return merged
 
     def keyset_value(self, v: Any) -> str:
         if isinstance(v, bool):
