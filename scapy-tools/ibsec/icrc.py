@@ -148,26 +148,34 @@ def masked(frame: RoceFrame, end: int) -> bytes:
 
 def masked_bytes(data: bytes | bytearray, ip: int, end: int) -> bytes:
     """:func:`masked` for a frame given as its bytes and the IPv6 header's offset in them (so a sender can
-    mask a frame it is still building). ``end`` must lie past BTH byte 4."""
-    out = bytearray(LRH_ONES)
-    out += data[ip:end]
-    out[_TC] |= 0x0F  # traffic class (high nibble) ...
-    out[_TC + 1:_TC + 4] = b"\xff\xff\xff"  # ... rest of traffic class and flow label
-    out[_HOP_LIMIT] = 0xFF
-    if (out[_DST] << 8 | out[_DST + 1]) >> (16 - PREFIX_BITS) in _MARKABLE_PREFIXES:
-        dst = int.from_bytes(out[_DST:_DST + 16], "big") & ~MF_MASK  # MF bits as zeros
-        out[_DST:_DST + 16] = dst.to_bytes(16, "big")
-    out[_UDP_CHECKSUM:_UDP_CHECKSUM + 2] = b"\xff\xff"
-    out[_BTH_BYTE4] = 0xFF  # FECN, BECN, reserved
-    return bytes(out)
+    mask a frame it is still building). ``end`` must lie past BTH byte 4.
+
+    Every variant bit lies in the first :data:`_VARIANT_SPAN` bytes from the IPv6 header on, so those are
+    masked as one integer and the rest is copied as it is.
+    """
+    head = int.from_bytes(data[ip:ip + _VARIANT_SPAN], "big") | _VARIANT_ONES
+    if (data[ip + _DST] << 8 | data[ip + _DST + 1]) >> (16 - PREFIX_BITS) in _MARKABLE_PREFIXES:
+        head &= _MF_AS_ZEROS
+    return LRH_ONES + head.to_bytes(_VARIANT_SPAN, "big") + data[ip + _VARIANT_SPAN:end]
 
 
-# Offsets inside masked(): the LRH's ones come first, then IPv6, UDP and the BTH.
-_TC = len(LRH_ONES)
-_HOP_LIMIT = _TC + 7
-_DST = _TC + 24
-_UDP_CHECKSUM = _TC + IPV6_LEN + 6
-_BTH_BYTE4 = _TC + IPV6_LEN + UDP_LEN + 4
+def _variant_ones() -> int:
+    """Traffic class, flow label, hop limit, UDP checksum and BTH byte 4 as ones, over the variant span."""
+    ones = bytearray(_VARIANT_SPAN)
+    ones[0] = 0x0F  # traffic class (high nibble) ...
+    ones[1:4] = b"\xff\xff\xff"  # ... rest of traffic class and flow label
+    ones[7] = 0xFF  # hop limit
+    ones[IPV6_LEN + 6:IPV6_LEN + 8] = b"\xff\xff"  # UDP checksum
+    ones[IPV6_LEN + UDP_LEN + 4] = 0xFF  # BTH byte 4: FECN, BECN, reserved
+    return int.from_bytes(ones, "big")
+
+
+_VARIANT_SPAN = IPV6_LEN + UDP_LEN + 5
+"""IPv6, UDP and BTH bytes 0-4: where every bit the ICRC masks lies."""
+_VARIANT_ONES = _variant_ones()
+_DST = 24
+"""Offset of the destination address in the IPv6 header."""
+_MF_AS_ZEROS = ~(MF_MASK << 8 * (_VARIANT_SPAN - _DST - 16))
 _MARKABLE_PREFIXES = frozenset({SITE_LOCAL_PREFIX, LINK_LOCAL_PREFIX})
 """Destinations whose MF bits are variant (``addressing.is_markable``), by their top 10 bits."""
 
