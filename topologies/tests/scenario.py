@@ -3,6 +3,7 @@ the agents' counters and the switches' pcaps. No log line is ever read."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -34,6 +35,13 @@ def flood(fabric_run: run.FabricRun, attacker: str, victim: str, pkey: int, *, c
     if claimed:
         args += ["--src-gid", fabric_run.gid(claimed)]
     return fabric_run.spawn(attacker, tool("pkey_flood", *args), f"flood-{attacker}.log")
+
+
+def flood_summary(fabric_run: run.FabricRun, attacker: str) -> dict[str, Any]:
+    """The summary line of the attacker's last finished flood (frames sent, seconds, rate)."""
+    lines = (fabric_run.run_dir / "logs" / f"flood-{attacker}.log").read_text().splitlines()
+    summary: dict[str, Any] = json.loads(next(line for line in reversed(lines) if line.startswith("{")))
+    return summary
 
 
 def wait_packet_socket(proc: subprocess.Popen[bytes], timeout: float = 30) -> None:
