@@ -454,6 +454,24 @@ def test_forward_progress_is_never_refused_across_wraps() -> None:
     assert sender.last_epsn == receiver.window(False).next - 1 > 1 << 24
 
 
+def test_key_cache_never_forgets_a_counter_nor_confuses_keys() -> None:
+    """GCM objects are cached per key; the nonce counter must outlive the cache and a key mutated in place
+    must not be taken for its old value."""
+    key, sender, receiver = pair(Mode.STH_AEAD, Service.UC)
+    transport.seal(frame(7, opcode="UC_SEND_ONLY"), key, sender)
+    for _ in range(transport.KEY_CACHE_SIZE + 1):  # push the key out of the cache
+        transport.seal(frame(0), os.urandom(16), Sender(Mode.STH_AEAD, os.urandom(12)))
+    with pytest.raises(transport.NonceReuse):  # same key bytes in another object: same counter
+        transport.seal(frame(7, opcode="UC_SEND_ONLY"), bytes(bytearray(key)), sender)
+    mutable = bytearray(os.urandom(16))
+    first = transport.seal(frame(8, opcode="UC_SEND_ONLY"), mutable, sender)  # type: ignore[arg-type]
+    mutable[:] = key
+    with pytest.raises(transport.MacFailure):
+        transport.open_frame(first, key, receiver)  # sealed under the old value, not under ``key``
+    second = transport.seal(frame(9, opcode="UC_SEND_ONLY"), mutable, sender)  # type: ignore[arg-type]
+    assert transport.open_frame(second, key, receiver)[0] == b"0123456789abcd"  # one pad byte
+
+
 # ---- no key material in messages or reprs ----------------------------------------------------------------
 
 
