@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,15 @@ def flood(fabric_run: run.FabricRun, attacker: str, victim: str, pkey: int, *, c
     if claimed:
         args += ["--src-gid", fabric_run.gid(claimed)]
     return fabric_run.spawn(attacker, tool("pkey_flood", *args), f"flood-{attacker}.log")
+
+
+def until(check: Callable[[], bool], what: str, timeout: float = 15.0) -> None:
+    """Poll ``check`` until it holds (frames cross several software switches: no fixed sleeps)."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout} s")
+        time.sleep(0.1)
 
 
 def flood_summary(fabric_run: run.FabricRun, attacker: str) -> dict[str, Any]:

@@ -77,6 +77,11 @@ def forge_argv(fabric: run.FabricRun, a: str, b: str, part: topofile.PartitionSp
                          "--mode", str(mode), "--data", "FORGED", "--count", "1")
 
 
+def drops_of(fabric: run.FabricRun, host: str) -> dict[str, int]:
+    drops: dict[str, int] = fabric.agents[host].counters()["drops"]
+    return drops
+
+
 def next_psn(fabric: run.FabricRun, host: str, qpn: int) -> int:
     return int(next(q for q in fabric.agents[host].call("qps") if q["qpn"] == qpn)["next_psn"])
 
@@ -91,9 +96,9 @@ def test_forged_replayed_and_modified_frames_are_rejected_and_counted(fabric: ru
     region = fabric.agents[b].call("reg_mr", length=4096)
     drops = fabric.agents[b].counters()["drops"]
     fabric.run_tool(ATTACKER, forge_argv(fabric, a, b, part, remote, region, next_psn(fabric, a, qpn), 2))
-    time.sleep(1)
-    after_forge = fabric.agents[b].counters()["drops"]
-    assert after_forge["mac_failure"] == drops["mac_failure"] + 1
+    scenario.until(lambda: drops_of(fabric, b)["mac_failure"] == drops["mac_failure"] + 1,
+                   "the forged write counted as a MAC failure")
+    after_forge = drops_of(fabric, b)
     memory = fabric.agents[b].call("read_mr", rkey=region["rkey"], length=6)["data_hex"]
     assert bytes.fromhex(memory) == bytes(6)  # the forged write changed nothing
 
@@ -104,8 +109,9 @@ def test_forged_replayed_and_modified_frames_are_rejected_and_counted(fabric: ru
     summary = fabric.run_tool(ATTACKER, replay)[-1]
     modified = fabric.run_tool(ATTACKER, [*replay, "--flip", str(PAYLOAD_OFFSET)])[-1]
     assert summary["sent"] == 3 and modified["sent"] == 3
-    time.sleep(1)
-    final = fabric.agents[b].counters()["drops"]
+    scenario.until(lambda: sum(drops_of(fabric, b).values()) - sum(after_forge.values()) >= 6,
+                   "six copies dropped")
+    final = drops_of(fabric, b)
     assert final["replay"] - after_forge["replay"] >= 3  # the unmodified copies: replays, counted
     assert sum(final.values()) - sum(after_forge.values()) == 6  # every copy dropped, each counted once
     assert fabric.agents[b].call("recv", qpn=remote, timeout=0.5) is None  # nothing delivered twice
@@ -118,9 +124,11 @@ def test_a_forged_write_lands_when_security_is_off(fabric: run.FabricRun) -> Non
     assert fabric.agents[b].call("recv", qpn=remote, timeout=10) is not None
     region = fabric.agents[b].call("reg_mr", length=4096)
     fabric.run_tool(ATTACKER, forge_argv(fabric, a, b, part, remote, region, next_psn(fabric, a, qpn), 0))
-    time.sleep(1)
-    landed = bytes.fromhex(fabric.agents[b].call("read_mr", rkey=region["rkey"], length=6)["data_hex"])
-    assert landed == b"FORGED"  # mode 0: nothing stops an impersonated RDMA WRITE
+
+    def landed() -> bytes:
+        return bytes.fromhex(fabric.agents[b].call("read_mr", rkey=region["rkey"], length=6)["data_hex"])
+
+    scenario.until(lambda: landed() == b"FORGED", "the forged bytes in memory")  # mode 0 stops nothing
 
 
 def test_tag_brute_force_raises_the_security_trap(fabric: run.FabricRun) -> None:
@@ -135,14 +143,13 @@ def test_tag_brute_force_raises_the_security_trap(fabric: run.FabricRun) -> None
                          "--src-gid", fabric.gid(a), "--pkey", hex(part.full_pkey), "--qpn", hex(remote),
                          "--psn", str(next_psn(fabric, a, qpn)), "--count", "48")
     assert fabric.run_tool(ATTACKER, argv)[-1]["tags_tried"] == 48
-    deadline = time.monotonic() + 15
-    traps: list[dict[str, object]] = []
-    while not traps and time.monotonic() < deadline:
-        traps = [e for e in fabric.events()[started:] if e["event"] == "trap" and e.get("kind") == "security"]
-        time.sleep(0.2)
-    assert traps, "no security trap reached the SM"
-    assert traps[0]["status"] == "accepted" and traps[0]["victim"] == b
-    assert fabric.agents[b].counters()["drops"]["mac_failure"] - before == 48
+
+    def security_traps() -> list[dict[str, object]]:
+        return [e for e in fabric.events()[started:] if e["event"] == "trap" and e.get("kind") == "security"]
+
+    scenario.until(lambda: bool(security_traps()), "a security trap at the SM")
+    assert security_traps()[0]["status"] == "accepted" and security_traps()[0]["victim"] == b
+    scenario.until(lambda: drops_of(fabric, b)["mac_failure"] - before == 48, "48 MAC failures counted")
     fabric.agents[a].call("send", qpn=qpn, data="after")  # the real peer still gets through
     got = fabric.agents[b].call("recv", qpn=remote, timeout=10)
     assert got is not None and bytes.fromhex(got["data_hex"]) == b"after", json.dumps(got)
