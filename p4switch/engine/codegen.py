@@ -9,6 +9,9 @@ Conventions of the generated code:
   ``__init__``); both have ``copy()`` and ``set_(other)`` (assignment with P4 value semantics);
 - an extracted header keeps its bytes in ``raw__``; every generated write to one of its fields clears it,
   so ``pack()`` returns the original bytes of untouched headers without rebuilding them;
+- fields the program never reads (only writes, or not at all) are not decoded by the parser: they live
+  as bits of the header's ``src__`` int (its value as extracted, 0 before), writes update those bits and
+  ``pack()`` takes them from there, so a parser pays only for the fields the program looks at;
 - parser/control functions take their parameters in declaration order (the packet parameter is the
   engine's ``PacketCtx``); control locals live on a per-invocation ``L`` object so the control's actions
   can reach them; action functions take ``(<control params>, L, <action data tuple>)``;
@@ -39,7 +42,8 @@ V1_ERRORS = [
 ]
 
 
-RESERVED = frozenset({"valid__", "raw__", "copy", "set_", "pack"})  # attributes the generated classes define
+# attributes the generated classes define
+RESERVED = frozenset({"valid__", "raw__", "src__", "copy", "set_", "pack"})
 
 
 def attr(name: str) -> str:
@@ -105,6 +109,58 @@ class Codegen:
         self.src = str(ir.get("source", "?"))  # position of the statement being generated
         # (control name, action name) -> generated function name, for tables to bind
         self.action_fns: dict[tuple[str, str], str] = {}
+        self.lazy = self.lazy_fields()
+
+    # ----------------------------------------------------------------------- fields never read
+    def lazy_fields(self) -> dict[str, set[str]]:
+        """Per header type, the fields no expression of the program reads (the left-hand side of an
+        assignment is not a read). Conservative: a field name read through a header type the walk
+        cannot name is read in every header."""
+        read: set[tuple[str, str]] = set()
+        unknown: set[str] = set()
+
+        def walk(node: Any) -> None:
+            if isinstance(node, list):
+                for item in node:
+                    walk(item)
+                return
+            if not isinstance(node, dict):
+                return
+            if node.get("s") == "assign" and self.header_field(node["lhs"]) is not None:
+                walk(node["lhs"]["expr"])
+                walk(node["rhs"])
+                return
+            if node.get("op") == "member":
+                t = node.get("expr", {}).get("type") or {}
+                if t.get("k") == "header" and t.get("name") in self.headers:
+                    read.add((t["name"], node["field"]))
+                elif t.get("k") in (None, "header"):
+                    unknown.add(node.get("field", ""))
+            for value in node.values():
+                walk(value)
+
+        for key in ("parsers", "controls", "actions", "tables"):
+            walk(self.ir.get(key, []))
+        return {
+            name: {f["name"] for f in h["fields"]} - {f for n, f in read if n == name} - unknown
+            for name, h in self.headers.items()
+        }
+
+    def header_field(self, e: Json) -> tuple[str, str] | None:
+        """(header type, field) when ``e`` is a field of a header of a known type."""
+        if e.get("op") != "member":
+            return None
+        t = e.get("expr", {}).get("type") or {}
+        return (t["name"], e["field"]) if t.get("k") == "header" and t.get("name") in self.headers else None
+
+    def field_bits(self, h: Json, field: str) -> tuple[int, int]:
+        """(shift, width) of a field inside the header's value."""
+        shift = h["bits"]
+        for f in h["fields"]:
+            shift -= f["w"]
+            if f["name"] == field:
+                return shift, int(f["w"])
+        raise ProgramError(f"header has no field {field}")
 
     # --------------------------------------------------------------------------------- helpers
     def error(self, node: Json, what: str) -> ProgramError:
@@ -151,10 +207,12 @@ class Codegen:
             o.line("if other is not self: d = self.__dict__; d.clear(); d.update(other.__dict__)")
             o.dedent()
             o.line("raw__ = None")
+            if self.lazy[name]:
+                o.line("src__ = 0")
             o.line("def pack(self):")
             o.indent()
             o.line("raw = self.raw__")
-            packed = f"({self.pack_expr(h, 'self.')}).to_bytes({h['bits'] // 8}, 'big')"
+            packed = f"({self.pack_expr(h, 'self.', self.lazy[name])}).to_bytes({h['bits'] // 8}, 'big')"
             o.line(f"return raw if raw is not None else {packed}")
             o.dedent()
             o.dedent()
@@ -190,15 +248,21 @@ class Codegen:
             o.line("pass")
         o.dedent()
 
-    def pack_expr(self, h: Json, prefix: str) -> str:
+    def pack_expr(self, h: Json, prefix: str, lazy: set[str]) -> str:
         parts = []
+        lazy_bits = 0
         shift = h["bits"]
         for f in h["fields"]:
             shift -= f["w"]
+            if f["name"] in lazy:
+                lazy_bits |= mask(f["w"]) << shift
+                continue
             value = f"{prefix}{attr(f['name'])}"
             if f.get("signed"):
                 value = f"({value} & {mask(f['w'])})"
             parts.append(f"({value} << {shift})" if shift else value)
+        if lazy_bits:
+            parts.append(f"({prefix}src__ & {lazy_bits})")
         return " | ".join(parts) or "0"
 
     def init_value(self, t: Json) -> str:
@@ -430,6 +494,14 @@ class Codegen:
                 merged = self.wrap(merged, base["type"])
             self.store(base, merged, sc)
             return
+        hf = self.header_field(lhs)
+        if hf is not None and hf[1] in self.lazy[hf[0]]:  # a field kept as bits of src__
+            shift, width = self.field_bits(self.headers[hf[0]], hf[1])
+            keep = mask(self.headers[hf[0]]["bits"]) ^ (mask(width) << shift)
+            self.out.line(f"_w = {self.expr(lhs['expr'], sc)}")
+            self.out.line(f"_w.src__ = (_w.src__ & {keep}) | ((({value}) & {mask(width)}) << {shift})")
+            self.out.line("_w.raw__ = None")
+            return
         target = self.expr(lhs, sc)
         if t.get("k") in ("header", "struct", "stack"):
             self.out.line(self.assign_value(t, target, value))
@@ -511,9 +583,14 @@ class Codegen:
         o.line(f"pos += {nbytes}")
         o.line(f"_h = {self.expr(h, sc)}")
         o.line("_h.raw__ = _r")
+        lazy = self.lazy[h["type"]["name"]]
+        if lazy:
+            o.line("_h.src__ = _v")
         shift = hdef["bits"]
         for f in hdef["fields"]:
             shift -= f["w"]
+            if f["name"] in lazy:
+                continue
             value = f"_v >> {shift}" if shift else "_v"
             if shift + f["w"] < hdef["bits"]:
                 value = f"({value}) & {mask(f['w'])}"
