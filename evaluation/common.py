@@ -65,7 +65,7 @@ PROFILES = {
     ),
     "full": Profile(
         name="full",
-        ddpm_random_pairs=20,
+        ddpm_random_pairs=10,
         skc_packets=40_000,
         agent_iterations=600,
         agent_duration=1.5,
@@ -79,7 +79,7 @@ PROFILES = {
         loads=(0, 1, 3),
         topologies=("fat-tree", "mesh", "torus", "hypercube", "mesh3d"),
         routings=("deterministic", "adaptive"),
-        traceback_trials=6,
+        traceback_trials=4,
     ),
 }
 

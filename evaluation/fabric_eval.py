@@ -61,11 +61,10 @@ def fabric(ctx: Context, kind: str, policy: str, routing: str = "deterministic")
 @dataclass
 class Paper16:
     """The 16-node network experiments 1 and 3 share: one launch (policy switched at run time), the
-    roles, the measured connection, and every (attacker, victim) pair flooded so far."""
+    roles, and every (attacker, victim) pair flooded so far."""
 
     fabric_run: run.FabricRun
     cast: Cast
-    qpn: int
     stack: ExitStack
     sent: set[tuple[str, str]] = field(default_factory=set)
 
@@ -77,7 +76,7 @@ def paper16(ctx: Context) -> Paper16:
         fabric_run = stack.enter_context(fabric(ctx, "paper16", "none"))
         c = cast(fabric_run)
         fabric_run.wait_provisioned([c.victim, c.peer, *(h for pair in c.others for h in pair)])
-        ctx.shared["paper16"] = Paper16(fabric_run, c, legit_connection(fabric_run, c.peer, c.victim), stack)
+        ctx.shared["paper16"] = Paper16(fabric_run, c, stack)
     shared: Paper16 = ctx.shared["paper16"]
     return shared
 
@@ -262,10 +261,11 @@ def run_dos(ctx: Context) -> Section:
     p = ctx.profile
     rows = []
     shared = paper16(ctx)
-    fabric_run, c, qpn = shared.fabric_run, shared.cast, shared.qpn
+    fabric_run, c = shared.fabric_run, shared.cast
     fabric_run.sm_call("policy", policy="none")
     peer = fabric_run.agents[c.peer]
     for n in p.attackers:
+        qpn = legit_connection(fabric_run, c.peer, c.victim)  # fresh: the last flood may have broken one
         start = time.time() + FLOOD_SETUP
         floods = [flood(fabric_run, c, a, p.fabric_seconds + 1.0, at=start) for a in c.attackers[:n]]
         wait_until(start + 0.5)
@@ -300,7 +300,7 @@ def run_dos(ctx: Context) -> Section:
     shared.sent |= {(a, c.victim) for a in c.attackers[: max(p.attackers)]}
     base = rows[0]
     for r in rows:
-        r["median_vs_no_attack"] = r["median_us"] / base["median_us"] if base["median_us"] else 0.0
+        r["mean_vs_no_attack"] = r["mean_us"] / base["mean_us"] if base["mean_us"] else 0.0
     section = Section(
         "1",
         "DoS impact: legitimate latency against the number of attackers, policy none (seed 000 Fig. 1)",
@@ -315,19 +315,21 @@ def run_dos(ctx: Context) -> Section:
             f"receiver with invalid P_Keys at {FLOOD_RATE}/s each (policy none)",
             [
                 "attackers",
-                "paper: latency (Fig. 1a)",
+                "paper: average latency (Fig. 1a)",
+                "ours: mean",
+                "ours: mean vs no attack",
                 "ours: median",
                 "ours: p99",
-                "ours: median vs no attack",
-                "messages lost",
+                "messages timed out (2 s)",
             ],
             [
                 [
                     str(r["attackers"]),
                     paper_fig1(r["attackers"]),
+                    f"{r['mean_us']:.0f} us",
+                    f"{r['mean_vs_no_attack']:.2f}x",
                     f"{r['median_us']:.0f} us",
                     f"{r['p99_us']:.0f} us",
-                    f"{r['median_vs_no_attack']:.2f}x",
                     str(r["lost"]),
                 ]
                 for r in rows
@@ -336,13 +338,15 @@ def run_dos(ctx: Context) -> Section:
     )
     section.figures = [plot_dos(ctx, rows)]
     section.checks = {
-        "a flood raises legitimate latency under policy none": rows[-1]["median_us"]
-        > 1.1 * rows[0]["median_us"]
+        "a flood raises legitimate latency under policy none": rows[-1]["mean_us"] > 1.1 * rows[0]["mean_us"]
     }
     section.notes = [
         "Our switches are software (Python) on a shared 2-core machine, so the absolute "
         "latencies are milliseconds, not microseconds; the ratio to the no-attack baseline is "
-        "the comparable quantity."
+        "the comparable quantity. The paper plots the average, so the ratio is of means.",
+        "When a message times out (2 s) its echo still arrives later and the agent's ping-pong pairs it "
+        "with the next request, which then looks nearly instant: under heavy loss the median falls "
+        "while the mean and p99 rise.",
     ]
     return section
 
@@ -362,8 +366,8 @@ def plot_dos(ctx: Context, rows: list[dict[str, Any]]) -> str:
         "latency relative to no attack (x)",
     )
     xs = [r["attackers"] for r in rows]
-    ax.plot(xs, [r["median_vs_no_attack"] for r in rows], "o-", label="ours: median")
-    ax.plot(xs, [r["p99_us"] / rows[0]["median_us"] for r in rows], "v:", label="ours: p99")
+    ax.plot(xs, [r["mean_vs_no_attack"] for r in rows], "o-", label="ours: mean")
+    ax.plot(xs, [r["p99_us"] / rows[0]["mean_us"] for r in rows], "v:", label="ours: p99 / no-attack mean")
     ax.plot(
         list(PAPER_FIG1),
         [v / PAPER_FIG1[0] for v in PAPER_FIG1.values()],
@@ -387,7 +391,6 @@ def policy_point(
     fabric_run: run.FabricRun,
     switches: Switches,
     c: Cast,
-    qpn: int,
     policy: str,
     flows: int,
     bg: list[tuple[run.Agent, int]],
@@ -396,6 +399,7 @@ def policy_point(
     p = ctx.profile
     fabric_run.sm_call("policy", policy=policy)
     time.sleep(0.5)
+    qpn = legit_connection(fabric_run, c.peer, c.victim)  # fresh: a flood can retry the last one to death
     peer = fabric_run.agents[c.peer]
     before = switches.lookups()  # no attack yet: what the policy costs when nothing happens
     idle = peer.call(
@@ -444,12 +448,12 @@ def policy_point(
 def run_policies(ctx: Context) -> Section:
     rows, series = [], []
     shared = paper16(ctx)
-    fabric_run, c, qpn = shared.fabric_run, shared.cast, shared.qpn
+    fabric_run, c = shared.fabric_run, shared.cast
     switches = Switches(fabric_run)
     bg = [(fabric_run.agents[a], legit_connection(fabric_run, a, b)) for a, b in c.others]
     for flows in ctx.profile.loads:
         for policy in POLICIES:
-            row, points = policy_point(ctx, fabric_run, switches, c, qpn, policy, int(flows), bg)
+            row, points = policy_point(ctx, fabric_run, switches, c, policy, int(flows), bg)
             rows.append(row)
             series.extend(points)
             ctx.progress(
