@@ -11,7 +11,8 @@
 It builds the P4 program for the target (``--target`` or ``TARGET``: p4switch or bmv2), writes the run
 directory, starts the switches, the SM and one agent per host, prints where everything is, and offers the
 Mininet CLI when the terminal is interactive (otherwise it waits for Ctrl-C or ``--duration``). Leaving
-the CLI, Ctrl-C, SIGTERM or an error tears everything down.
+the CLI, SIGTERM, Ctrl-C without the CLI (inside it Ctrl-C interrupts the host command, as in ``mn``) or
+an error tears everything down.
 """
 
 from __future__ import annotations
@@ -77,12 +78,13 @@ def options_from(args: argparse.Namespace) -> run.RunOptions:
 
 
 def stop_on_sigterm() -> None:
-    """SIGTERM unwinds like Ctrl-C, so the teardown in ``finally`` runs."""
+    """SIGTERM unwinds the launcher so the teardown runs. SystemExit, not KeyboardInterrupt: Mininet's CLI
+    catches the latter (Ctrl-C interrupts the command it runs, as in ``mn``) and would go on."""
 
-    def raise_interrupt(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
+    def leave(signum: int, frame: FrameType | None) -> None:
+        raise SystemExit(128 + signum)
 
-    signal.signal(signal.SIGTERM, raise_interrupt)
+    signal.signal(signal.SIGTERM, leave)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -85,8 +85,8 @@ def test_clean_removes_what_a_killed_launcher_left(run_dir: Path) -> None:
     assert footprint.leftovers() == []
 
 
-def test_the_launcher_offers_the_mininet_cli_on_a_terminal_and_exit_tears_down(run_dir: Path) -> None:
-    """On a terminal: the CLI runs commands in a host's namespace; ``exit`` stops everything."""
+def test_the_launcher_offers_the_mininet_cli_on_a_terminal_and_sigterm_tears_down(run_dir: Path) -> None:
+    """On a terminal: the CLI runs commands in a host's namespace; SIGTERM stops everything even there."""
     controller, terminal = pty.openpty()
     argv = [sys.executable, "-m", "topologies.launch", "hypercube", "--cube", "1", "--no-sm",
             "--run-dir", str(run_dir)]
@@ -99,8 +99,8 @@ def test_the_launcher_offers_the_mininet_cli_on_a_terminal_and_exit_tears_down(r
         os.write(controller, b"h1 ip -o link show h1-eth0; echo DONE$((6*7))\n")
         seen = read_until(controller, b"DONE42", 30)  # the shell's answer, not the echo of the typed line
         assert b"h1-eth0" in seen and b"02:00:00:00:00:01" in seen  # run in h1's namespace, our MAC
-        os.write(controller, b"exit\n")
-        assert proc.wait(timeout=60) == 0
+        proc.send_signal(signal.SIGTERM)  # as a service manager or kill would stop it, CLI or not
+        assert proc.wait(timeout=60) == 128 + signal.SIGTERM
     finally:
         network.stop_processes([proc])
         os.close(controller)
