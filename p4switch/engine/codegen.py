@@ -12,6 +12,9 @@ Conventions of the generated code:
 - fields the program never reads (only writes, or not at all) are not decoded by the parser: they live
   as bits of the header's ``src__`` int (its value as extracted, 0 before), writes update those bits and
   ``pack()`` takes them from there, so a parser pays only for the fields the program looks at;
+- the headers struct of the pipeline starts with every header member set to one shared blank header of
+  its type (``_Z_<type>``, invalid, all zero, refusing writes), and a write first replaces the blank
+  with a fresh header: a packet only builds the headers it parses or sets;
 - parser/control functions take their parameters in declaration order (the packet parameter is the
   engine's ``PacketCtx``); control locals live on a per-invocation ``L`` object so the control's actions
   can reach them; action functions take ``(<control params>, L, <action data tuple>)``;
@@ -110,6 +113,7 @@ class Codegen:
         # (control name, action name) -> generated function name, for tables to bind
         self.action_fns: dict[tuple[str, str], str] = {}
         self.lazy = self.lazy_fields()
+        self.headers_struct = ir.get("pipeline", {}).get("headers_type")
 
     # ----------------------------------------------------------------------- fields never read
     def lazy_fields(self) -> dict[str, set[str]]:
@@ -139,8 +143,7 @@ class Codegen:
             for value in node.values():
                 walk(value)
 
-        for key in ("parsers", "controls", "actions", "tables"):
-            walk(self.ir.get(key, []))
+        walk([value for key, value in self.ir.items() if key not in ("headers", "structs")])
         return {
             name: {f["name"] for f in h["fields"]} - {f for n, f in read if n == name} - unknown
             for name, h in self.headers.items()
@@ -216,22 +219,34 @@ class Codegen:
             o.line(f"return raw if raw is not None else {packed}")
             o.dedent()
             o.dedent()
+            # the shared blank: any write that skipped header_object() fails loudly instead of leaking
+            o.line(f"class Z_{cls}({cls}):")
+            o.line("    def __setattr__(self, name, value): raise _SharedWrite(name)")
+            o.line("    def set_(self, other): raise _SharedWrite('set_')")
+            o.line(f"_Z_{cls} = _new(Z_{cls})")
         for name, st in self.structs.items():
-            self.gen_record(f"S_{ident(name)}", [(attr(f["name"]), f["type"]) for f in st["fields"]], True)
+            members = [(attr(f["name"]), f["type"]) for f in st["fields"]]
+            self.gen_record(f"S_{ident(name)}", members, True, blank_headers=name == self.headers_struct)
 
-    def gen_record(self, cls: str, members: list[tuple[str, Json]], methods: bool) -> None:
-        """A struct (or a block's locals): scalar members default to class attributes, so creating one
-        per packet only builds its header/struct members; copy() and set_() copy nested members deeply."""
+    def gen_record(
+        self, cls: str, members: list[tuple[str, Json]], methods: bool, blank_headers: bool = False
+    ) -> None:
+        """A struct (or a block's locals): scalar members (and, with ``blank_headers``, header members:
+        the shared blanks) default to class attributes, so creating one per packet only builds its other
+        members; copy() and set_() copy nested members deeply."""
         o = self.out
         nested = [(m, t) for m, t in members if t["k"] in ("header", "struct", "stack")]
         o.line(f"class {cls}:")
         o.indent()
         for m, t in members:
-            if (m, t) not in nested:
+            if blank_headers and t["k"] == "header":
+                o.line(f"{m} = _Z_H_{ident(t['name'])}")
+            elif (m, t) not in nested:
                 o.line(f"{m} = {self.init_value(t)}")
-        if nested:
+        init = [(m, t) for m, t in nested if not (blank_headers and t["k"] == "header")]
+        if init:
             o.line("def __init__(self):")
-            for m, t in nested:
+            for m, t in init:
                 o.line(f"    self.{m} = {self.init_value(t)}")
         if methods:
             o.line("def copy(self):")
@@ -498,21 +513,26 @@ class Codegen:
         if hf is not None and hf[1] in self.lazy[hf[0]]:  # a field kept as bits of src__
             shift, width = self.field_bits(self.headers[hf[0]], hf[1])
             keep = mask(self.headers[hf[0]]["bits"]) ^ (mask(width) << shift)
-            self.out.line(f"_w = {self.expr(lhs['expr'], sc)}")
+            self.header_object(lhs["expr"], sc, "_w")
             self.out.line(f"_w.src__ = (_w.src__ & {keep}) | ((({value}) & {mask(width)}) << {shift})")
             self.out.line("_w.raw__ = None")
             return
-        target = self.expr(lhs, sc)
-        if t.get("k") in ("header", "struct", "stack"):
-            self.out.line(self.assign_value(t, target, value))
+        if t.get("k") == "header":
+            self.out.line(f"{self.header_object(lhs, sc, '_w')}.set_({value})")
             return
-        self.out.line(f"{target} = {value}")
+        if t.get("k") in ("struct", "stack"):
+            self.out.line(self.assign_value(t, self.expr(lhs, sc), value))
+            return
         if lhs["op"] == "member" and lhs["expr"]["type"].get("k") == "header":
             # the header's bytes as extracted no longer describe it: pack() must rebuild them
-            self.out.line(f"{self.expr(lhs['expr'], sc)}.raw__ = None")
+            self.header_object(lhs["expr"], sc, "_w")
+            self.out.line(f"_w.{attr(lhs['field'])} = {value}")
+            self.out.line("_w.raw__ = None")
+            return
+        self.out.line(f"{self.expr(lhs, sc)} = {value}")
 
     def s_if(self, s: Json, sc: Scope) -> None:
-        self.out.line(f"if {self.expr(s['cond'], sc)}:")
+        self.out.line(f"if {self.applied_condition(s['cond'], sc) or self.expr(s['cond'], sc)}:")
         self.out.indent()
         self.block(s["then"], sc)
         self.out.dedent()
@@ -522,8 +542,21 @@ class Codegen:
             self.block(s["else"], sc)
             self.out.dedent()
 
+    def applied_condition(self, cond: Json, sc: Scope) -> str | None:
+        """For ``if (t.apply().hit)``, ``.miss`` or their negation: the table inlined before the ``if``
+        and the condition on its result; None for any other condition."""
+        negate = cond["op"] == "unary" and cond["operator"] == "!"
+        inner = cond["expr"] if negate else cond
+        if inner["op"] not in ("table_hit", "table_miss"):
+            return None
+        self.table_call(inner, sc)  # checks the table and the scope
+        self.table_body(self.tables[inner["table"]], sc)
+        hit = (inner["op"] == "table_hit") != negate
+        return "_s is not None" if hit else "_s is None"
+
     def s_apply(self, s: Json, sc: Scope) -> None:
-        self.out.line(self.table_call(s, sc))
+        self.table_call(s, sc)  # checks the table and the scope
+        self.table_body(self.tables[s["table"]], sc)
 
     def s_switch(self, s: Json, sc: Scope) -> None:
         name = s["table"]
@@ -561,11 +594,22 @@ class Codegen:
     def s_return(self, s: Json, sc: Scope) -> None:
         self.out.line("return")
 
+    def header_object(self, e: Json, sc: Scope, var: str) -> str:
+        """Emit ``var = <header e>`` for a header about to be written: a member of the headers struct
+        that still holds the shared blank gets a fresh header first. Returns ``var``."""
+        ref = self.expr(e, sc)
+        self.out.line(f"{var} = {ref}")
+        base = e.get("expr", {}).get("type") or {}
+        if e["op"] == "member" and base.get("k") == "struct" and base.get("name") == self.headers_struct:
+            cls = f"H_{ident(e['type']['name'])}"
+            self.out.line(f"if {var} is _Z_{cls}: {var} = {ref} = _new({cls})")
+        return var
+
     def s_set_valid(self, s: Json, sc: Scope) -> None:
-        self.out.line(f"{self.expr(s['header'], sc)}.valid__ = True")
+        self.out.line(f"{self.header_object(s['header'], sc, '_w')}.valid__ = True")
 
     def s_set_invalid(self, s: Json, sc: Scope) -> None:
-        self.out.line(f"{self.expr(s['header'], sc)}.valid__ = False")
+        self.out.line(f"{self.header_object(s['header'], sc, '_w')}.valid__ = False")
 
     def s_extract(self, s: Json, sc: Scope) -> None:
         if not sc.in_parser:
@@ -581,7 +625,7 @@ class Codegen:
         o.line(f"if pos + {nbytes} > n: raise _Reject({self.error_code('PacketTooShort')})")
         o.line(f"_r = data[pos:pos + {nbytes}]; _v = _from_bytes(_r, 'big')")
         o.line(f"pos += {nbytes}")
-        o.line(f"_h = {self.expr(h, sc)}")
+        self.header_object(h, sc, "_h")
         o.line("_h.raw__ = _r")
         lazy = self.lazy[h["type"]["name"]]
         if lazy:
@@ -982,20 +1026,31 @@ class Codegen:
                 raise self.error(t, f"table {t['name']}: unknown action {ref['name']}")
             self.gen_action(self.actions[ref["name"]], c, sc)
         tid = self.table_ids[t["name"]]
-        tbl = f"TBL{tid}"
-        keys = [k for k in t["keys"] if k["match"] != "selector"]
-        selector = [k for k in t["keys"] if k["match"] == "selector"]
         o = self.out
         o.line(f"def APPLY{tid}({sc.names['$args']}, L):")
         o.indent()
+        self.table_body(t, sc)
+        o.line("return _s")
+        o.dedent()
+
+    def table_body(self, t: Json, sc: Scope) -> None:
+        """Look the table up and run the entry's (or the default) action, leaving the slot that ran in
+        ``_s`` (None on a miss): the body of APPLY<n>, and inlined where a statement applies the table
+        (no call per table)."""
+        tbl = f"TBL{self.table_ids[t['name']]}"
+        args = f"{sc.names['$args']}, L"
+        keys = [k for k in t["keys"] if k["match"] != "selector"]
+        selector = [k for k in t["keys"] if k["match"] == "selector"]
+        o = self.out
         key = ", ".join(self.key_value(k, sc) for k in keys)
         o.line(f"_s = {tbl}_lookup(({key}{',' if keys else ''}))")
         o.line("if _s is None:")
         o.line(f"    if TR: _trace_table({tbl}, None)")
         if t.get("direct_meter"):
             o.line("    X.meter_color = 0")
-        o.line(f"    _d = {tbl}.default; _d.fn({sc.names['$args']}, L, _d.args)")
-        o.line("    return None")
+        o.line(f"    _d = {tbl}.default; _d.fn({args}, _d.args)")
+        o.line("else:")
+        o.indent()
         if t.get("direct_counter"):
             o.line("_c = _s.counter; _c[0] += X.length; _c[1] += 1")
         if t.get("direct_meter"):
@@ -1008,11 +1063,12 @@ class Codegen:
             o.line(f"_s = {tbl}.profile.resolve(_s)")
             o.line("if _s.__class__ is list:")
             o.line(f"    _s = {tbl}.profile.pick(_s, {data})")
-            o.line("elif _s is None:")
-            o.line(f"    _d = {tbl}.default; _d.fn({sc.names['$args']}, L, _d.args)")
-            o.line("    return None")
-        o.line(f"_s.fn({sc.names['$args']}, L, _s.args)")
-        o.line("return _s")
+            o.line("if _s is None:")
+            o.line(f"    _d = {tbl}.default; _d.fn({args}, _d.args)")
+            o.line("else:")
+            o.line(f"    _s.fn({args}, _s.args)")
+        else:
+            o.line(f"_s.fn({args}, _s.args)")
         o.dedent()
 
     def key_value(self, k: Json, sc: Scope) -> str:

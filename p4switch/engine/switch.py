@@ -63,6 +63,11 @@ class ExitBlock(Exception):  # noqa: N818 - P4 `exit`, control flow
     pass
 
 
+class SharedHeaderWrite(Exception):  # noqa: N818 - names the broken invariant
+    """A write reached one of the shared blank headers (codegen.header_object was skipped): a bug of the
+    engine, raised instead of silently changing every later packet's headers."""
+
+
 class PacketCtx:
     """The packet_in / packet_out object of a parser or deparser."""
 
@@ -147,6 +152,7 @@ class V1Switch(Switch):
             "_from_bytes": int.from_bytes,
             "_Reject": Reject,
             "_Exit": ExitBlock,
+            "_SharedWrite": SharedHeaderWrite,
             "_lookahead": _lookahead,
             "_HASH": HASH_ALGORITHMS,
             "_hash_offset": hash_offset,
