@@ -21,6 +21,7 @@ import argparse
 import os
 import signal
 import sys
+import threading
 import time
 from types import FrameType
 
@@ -87,6 +88,27 @@ def stop_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, leave)
 
 
+def wake_the_cli_on_sigterm() -> None:
+    """CPython's readline looks at signals only when its select() is interrupted, so a SIGTERM that lands
+    just before it blocks is seen at the next key press. Python writes each signal's number to a wakeup
+    fd; a thread reading it interrupts the main thread again (a no-op SIGUSR1) until the handler has run."""
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)
+    signal.set_wakeup_fd(write_fd)
+    signal.signal(signal.SIGUSR1, lambda signum, frame: None)
+    main_thread = threading.main_thread().ident
+    assert main_thread is not None
+
+    def nudge() -> None:
+        while signal.SIGTERM not in os.read(read_fd, 512):
+            pass
+        for _ in range(100):  # the handler raises SystemExit at the first interruption; bounded anyway
+            signal.pthread_kill(main_thread, signal.SIGUSR1)
+            time.sleep(0.1)
+
+    threading.Thread(target=nudge, name="sigterm-nudge", daemon=True).start()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if os.geteuid() != 0:
@@ -114,6 +136,7 @@ def interact(fabric_run: run.FabricRun, args: argparse.Namespace) -> None:
     if not args.no_cli and sys.stdin.isatty():
         from mininet.cli import CLI
 
+        wake_the_cli_on_sigterm()
         print("Mininet CLI: e.g. `h0 ibsec-agentctl -s <run>/h0.sock counters`; exit or Ctrl-D tears down.")
         assert fabric_run.net is not None
         CLI(fabric_run.net.net)
