@@ -243,11 +243,12 @@ async def test_many_bad_keys_switch_the_port_to_valid_list(running: Any, fabric:
     for n, pkey in enumerate((0x0011, 0x0012, 0x0013)):
         fabric.send_from_host("h2", flood_frame(fabric.topo, claimed="h1", victim="h4", pkey=pkey))
         await _until(lambda n=n: len(_events(tmp_path, "traceback")) > n)
+    # the switch-over is three writes (valid list, mode, then the invalid list removed): wait for the last
     await _until(lambda: any(e.action.name.endswith("filter_valid_list")
-                             for e in fabric.entries("s1", entries.PARTITION_MODE)))
+                             for e in fabric.entries("s1", entries.PARTITION_MODE))
+                 and not fabric.entries("s1", entries.INVALID_PKEYS))
     assert sorted(e.match[entries.P_KEY].value for e in fabric.entries("s1", entries.VALID_PKEYS)) == \
         [0x7FFF, 0xFFFF]
-    assert not fabric.entries("s1", entries.INVALID_PKEYS)
     fabric.send_from_host("h2", flood_frame(fabric.topo, claimed="h1", victim="h4", pkey=0x0099))
     device = fabric.devices["s1"].switch
     assert device is not None
