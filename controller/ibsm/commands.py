@@ -1,8 +1,9 @@
 """The ``sm`` commands behind :mod:`ibsm.cli` (docs/subnet-manager.md).
 
-``sm run`` logs to RUN_DIR/logs/sm.log, writes RUN_DIR/events.jsonl, answers ``sm status`` and
-``sm policy`` on RUN_DIR/sm.sock, and stops cleanly on SIGTERM or SIGINT. A bad topology, partitions file,
-key database or option stops it at once with one line saying what is wrong and where (exit status 2).
+``sm run`` logs to RUN_DIR/logs/sm.log, writes RUN_DIR/events.jsonl, answers ``sm status``,
+``sm partitions`` and ``sm policy`` on RUN_DIR/sm.sock, and stops cleanly on SIGTERM or SIGINT. A bad
+topology, partitions file, key database or option stops it at once with one line saying what is wrong and
+where (exit status 2).
 """
 
 from __future__ import annotations
@@ -65,7 +66,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--key-attempts", type=int, default=KeyOptions.attempts, help="sends per key MAD")
     run.add_argument("--no-keys", action="store_true", help="do not distribute keys")
     run.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    for name, helptext in (("traceback", "traceback results of a run"), ("status", "state of a running SM")):
+    for name, helptext in (("traceback", "traceback results of a run"), ("status", "state of a running SM"),
+                           ("partitions", "partitions, memberships and multicast groups of a running SM")):
         cmd = sub.add_parser(name, help=helptext)
         cmd.add_argument("run_dir", type=Path, nargs="?", help="run directory (default: the newest in runs/)")
         cmd.add_argument("--json", action="store_true", help="JSON instead of a table")
@@ -87,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
             return _traceback(run_dir, args)
         if args.command == "status":
             return _status(run_dir, args.json)
+        if args.command == "partitions":
+            return _partitions(run_dir, args.json)
         return _policy(run_dir, args.policy)
     except CONFIG_ERRORS as err:
         print(f"sm: error: {err}", file=sys.stderr)
@@ -139,9 +143,14 @@ def build(args: argparse.Namespace) -> tuple[SubnetManager, Path]:
     """Everything ``sm run`` checks before it touches a switch (bad configuration fails here)."""
     topo = load_topology(args.topology)
     run_dir = args.run_dir or args.topology.resolve().parent
-    partitions = load_partitions(args.partitions) if args.partitions else list(topo.partitions)
+    warnings: list[str] = []  # what OpenSM would only log about the partitions file
+    partitions = (load_partitions(args.partitions, warnings.append) if args.partitions
+                  else list(topo.partitions))
     check_partitions(partitions, topo)
     _setup_logging(args.log or run_dir / "logs" / "sm.log", args.verbose)
+    for warning in warnings:
+        print(f"sm: warning: {warning}", file=sys.stderr)
+        logging.getLogger("ibsm").warning("%s", warning)
     key_db = args.keys or run_dir / "keys" / "sm.keys"
     store = _keystore(topo, key_db)
     options = SmOptions(run_dir=run_dir, events=args.events, policy=args.policy, p4info=args.p4info,
@@ -200,12 +209,16 @@ def _traceback(run_dir: Path, args: argparse.Namespace) -> int:
     return 0
 
 
-def _status(run_dir: Path, as_json: bool) -> int:
+def _ask(run_dir: Path, request: dict[str, Any], timeout: float = 10.0) -> dict[str, Any]:
+    """The running SM's answer to ``request`` on its control socket."""
     try:
-        answer = control.call(run_dir / "sm.sock", {"cmd": "status"})
+        return control.call(run_dir / "sm.sock", request, timeout=timeout)
     except OSError as err:
         raise SmConfigError(f"no SM answers on {run_dir / 'sm.sock'} ({err.strerror or err})") from None
-    status: dict[str, Any] = answer["status"]
+
+
+def _status(run_dir: Path, as_json: bool) -> int:
+    status: dict[str, Any] = _ask(run_dir, {"cmd": "status"})["status"]
     if as_json:
         print(json.dumps(status, indent=1))
         return 0
@@ -221,11 +234,27 @@ def _status(run_dir: Path, as_json: bool) -> int:
     return 0
 
 
+def _partitions(run_dir: Path, as_json: bool) -> int:
+    parts: list[dict[str, Any]] = _ask(run_dir, {"cmd": "partitions"})["partitions"]
+    if as_json:
+        print(json.dumps(parts, indent=1))
+        return 0
+    for part in parts:
+        print(f"{part['name']} {part['pkey']}: secmode {part['secmode']}, sl {part['sl']}"
+              + (", ipoib" if part["ipoib"] else ""))
+        print(f"  members: {', '.join(part['members']) or 'none'}")
+        print(f"  hosts: {', '.join(f'{h} {m}' for h, m in part['hosts'].items()) or 'none'}")
+        if part["index0"]:
+            print(f"  at index 0 of: {', '.join(part['index0'])}")
+        for g in part["groups"]:
+            print(f"  group {g['mgid']}: P_Key {g['pkey']}, Q_Key {g['qkey']}, mtu {g['mtu']}, "
+                  f"rate {g['rate']}, sl {g['sl']}, scope {g['scope']}, TClass {g['tclass']}, "
+                  f"FlowLabel {g['flow_label']}")
+    return 0
+
+
 def _policy(run_dir: Path, policy: str) -> int:
-    try:
-        answer = control.call(run_dir / "sm.sock", {"cmd": "policy", "policy": policy}, timeout=60)
-    except OSError as err:
-        raise SmConfigError(f"no SM answers on {run_dir / 'sm.sock'} ({err.strerror or err})") from None
+    answer = _ask(run_dir, {"cmd": "policy", "policy": policy}, timeout=60)
     if not answer.get("ok"):
         raise SmConfigError(answer.get("error", "refused"))
     print(f"policy {answer['result']['old']} -> {answer['result']['new']}")

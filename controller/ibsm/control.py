@@ -1,7 +1,8 @@
 """The running SM's control socket: one JSON request per connection, one JSON answer.
 
-``{"cmd": "status"}`` answers what :meth:`SubnetManager.status` says; ``{"cmd": "policy", "policy": "dt"}``
-switches the filter policy at run time. The socket lives in the run directory (mode 0600: only the user
+``{"cmd": "status"}`` answers what :meth:`SubnetManager.status` says, ``{"cmd": "partitions"}`` what
+:meth:`SubnetManager.partitions_report` says; ``{"cmd": "policy", "policy": "dt"}`` switches the filter
+policy at run time. The socket lives in the run directory (mode 0600: only the user
 who runs the SM may change its policy).
 """
 
@@ -27,6 +28,8 @@ async def serve_control(sm: SubnetManager, path: Path) -> asyncio.AbstractServer
             request = json.loads(await reader.readline())
             if request.get("cmd") == "status":
                 answer: dict[str, Any] = {"ok": True, "status": await sm.status()}
+            elif request.get("cmd") == "partitions":
+                answer = {"ok": True, "partitions": sm.partitions_report()}
             elif request.get("cmd") == "policy":
                 answer = {"ok": True, "result": await sm.set_policy(str(request.get("policy")))}
             else:

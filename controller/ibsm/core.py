@@ -24,7 +24,7 @@ from . import entries
 from .events import EventLog
 from .fabric import FabricPlan, dst_id, plan_fabric
 from .keymgr import KeyManager, KeyOptions
-from .partitions import DEFAULT_PKEY, PKEY_BASE, pkey_tables, valid_pkeys
+from .partitions import DEFAULT_PKEY, PKEY_BASE, describe, pkey_tables, valid_pkeys
 from .reconcile import read_owned, reconcile
 from .sif import INVALID_LIST, OFF, VALID_LIST, Action, PortId, Sif, SifOptions
 from .topology import Partition, Topology
@@ -89,6 +89,7 @@ class SubnetManager:
         self.options = options
         self.plan: FabricPlan = plan_fabric(topo)
         self.policy = options.policy
+        self.partitions = list(partitions)  # with their multicast groups, for `sm partitions`
         self.tables = pkey_tables(topo, partitions)
         self.valid = valid_pkeys(topo, self.tables)
         self.events = EventLog(options.events or options.run_dir / "events.jsonl")
@@ -413,3 +414,8 @@ class SubnetManager:
                 "switches": dict(self.state), "filters": filters,
                 "traps": dict(self.traps.counters), "packet_ins": self.stats["packet_ins"],
                 "keys_outstanding": self.keys.outstanding(), "events": dict(self.events.counts)}
+
+    def partitions_report(self) -> list[dict[str, Any]]:
+        """Partitions, their members as written and as each host holds them, multicast groups:
+        what ``sm partitions`` prints."""
+        return describe(self.topo, self.partitions)

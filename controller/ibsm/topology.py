@@ -64,10 +64,29 @@ class Host:
 
 @dataclass(frozen=True)
 class Member:
-    """A partition member (a port GUID, or ALL / SELF) and its membership."""
+    """A partition member (a port GUID, or a keyword such as ALL or SELF) and its membership."""
 
-    guid: int | str  # an int GUID, "ALL" or "SELF"
+    guid: int | str  # an int GUID, or "ALL", "ALL_CAS", "ALL_SWITCHES", "ALL_ROUTERS", "SELF"
     full: bool
+    both: bool = False  # "both" was asked: full and limited (OpenSM without allow_both_pkeys: full)
+    indx0: bool = False  # the partition's P_Key goes to index 0 of this port's table
+    definition: int = field(default=0, compare=False)  # which definition of partitions.conf added it:
+    # OpenSM applies them in file order, and index 0 is decided across partitions in that order
+
+
+@dataclass(frozen=True)
+class McGroup:
+    """A multicast group a partitions.conf creates (``ipoib`` broadcast group or an ``mgid=`` line)."""
+
+    mgid: str  # as OpenSM creates it: the partition's P_Key in an IP group's MGID, the scope nibble set
+    pkey: int  # the partition's P_Key with the full-member bit, as in the MCMemberRecord
+    qkey: int
+    mtu: int = 4  # IBTA codes: 4 = 2048 bytes
+    rate: int = 3  # IBTA codes: 3 = 10 Gb/s
+    sl: int = 0
+    scope: int = 2  # 2 = link local
+    tclass: int = 0
+    flow_label: int = 0
 
 
 @dataclass(frozen=True)
@@ -78,6 +97,9 @@ class Partition:
     pkey: int  # the 15-bit base; membership lives in bit 15 of each member's table entry
     members: tuple[Member, ...]
     security: int = 0
+    ipoib: bool = False
+    sl: int = 0
+    groups: tuple[McGroup, ...] = ()
 
 
 @dataclass(frozen=True)
