@@ -16,12 +16,16 @@ from typing import Any
 
 import pytest
 from ibsec import addressing, keys
-from ibsec.agent.adapter import Adapter, AgentConfig
-from ibsm import entries
+from ibsec.agent.adapter import Adapter, AdapterError, AgentConfig
+from ibsec.agent.counters import Drop
+from ibsec.agent.qp import Service
+from ibsm import cli, control, entries
 from ibsm.core import SmOptions, SubnetManager
 from ibsm.events import read_events
 from ibsm.lab import Fabric, ca_keys, flood_frame, inprocess_fabric, trap_257
+from ibsm.partitions import load_partitions
 from ibsm.sif import SifOptions
+from ibsm.topology import Partition
 from ibsm.traps import TrapOptions
 
 from .conftest import DATA
@@ -60,9 +64,11 @@ class Running:
             await self.task
 
 
-async def _start(fab: Fabric, store: keys.KeyStore, tmp: Path, **changes: Any) -> Running:
+async def _start(fab: Fabric, store: keys.KeyStore, tmp: Path, partitions: list[Partition] | None = None,
+                 **changes: Any) -> Running:
     options = SmOptions(**{**FAST.__dict__, "run_dir": tmp, **changes})
-    sm = SubnetManager(fab.topo, list(fab.topo.partitions), store, options)
+    parts = list(fab.topo.partitions) if partitions is None else partitions
+    sm = SubnetManager(fab.topo, parts, store, options)
     task = asyncio.create_task(sm.run())
     await asyncio.wait_for(sm.ready.wait(), 20)
     return Running(sm, task)
@@ -290,4 +296,60 @@ async def test_trap_flood_is_absorbed(fabric: Fabric, tmp_path: Path) -> None:
         assert counters["accepted"] <= 3 and counters["forged"] > 0  # acted on once, the rest counted
         assert slowest < 1.0
     finally:
+        await run.stop()
+
+
+async def test_opensm_partitions_file_drives_the_fabric(fabric: Fabric, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """A cluster's partitions.conf written for OpenSM (IPoIB default partition with groups, two storage
+    partitions, a compute partition of limited members and a full head node) under policy IF: the SM
+    gives each host its table and each host port its valid P_Keys; members talk, limited members only
+    with the full one, a non-member's packets are dropped at its own switch port, and `sm partitions`
+    reports the multicast groups the SM keeps."""
+    store = ca_keys(fabric.topo)
+    agents = _agents(fabric, store, tmp_path)
+    run = await _start(fabric, store, tmp_path, load_partitions(DATA / "partitions" / "cluster.conf"),
+                       policy="if")
+    server = await control.serve_control(run.sm, tmp_path / "sm.sock")
+    try:
+        await _until(lambda: run.sm.keys.outstanding() == 0)
+        assert {h: sorted(a.partitions) for h, a in agents.items()} == {
+            "h1": [0x8010, 0x8A01, 0xFFFF], "h2": [0x0010, 0x8A02, 0xFFFF],
+            "h3": [0x0010, 0x8A01, 0xFFFF], "h4": [0x0010, 0x8A02, 0xFFFF]}
+        assert sorted(e.match[entries.P_KEY].value for e in fabric.entries("s1", entries.VALID_PKEYS)
+                      if e.match[entries.INGRESS_PORT].value == 2) == [0x0010, 0x7FFF, 0x8A02, 0xFFFF]
+
+        async def talk(a: str, b: str, pkey: int, timeout: float = 5.0) -> bytes | None:
+            qp = await asyncio.to_thread(agents[a].cm.connect, agents[b].gid, Service.RC, pkey, None, None,
+                                         timeout)
+            agents[a].post_send(qp.qpn, f"{a} to {b}".encode())
+            return await asyncio.to_thread(agents[b].wait_recv, qp.remote_qpn or 0, 5.0)
+
+        assert await talk("h1", "h3", 0x8A01) == b"h1 to h3"  # storage_a, sth-aead, across the spine
+        assert await talk("h2", "h4", 0x8A02) == b"h2 to h4"  # storage_b, icrc-mac
+        assert await talk("h2", "h1", 0x0010) == b"h2 to h1"  # compute: a limited member with the head node
+        with pytest.raises(AdapterError):
+            await talk("h2", "h4", 0x0010, timeout=1.0)  # two limited members may not talk:
+        assert agents["h4"].counters.dropped(Drop.BAD_PKEY) > 0  # h4 drops h2's limited P_Key
+
+        s1 = fabric.devices["s1"].switch
+        assert s1 is not None
+        dropped, refused = s1.counter_read(entries.PKEY_VIOLATIONS, 2)[1], agents["h3"].counters.dropped(
+            Drop.BAD_PKEY)
+        for pkey in (0x8A01, 0x0A01, 0x8010):  # storage_a (not a member), compute claimed as a full member
+            fabric.send_from_host("h2", flood_frame(fabric.topo, claimed="h2", victim="h3", pkey=pkey))
+        assert s1.counter_read(entries.PKEY_VIOLATIONS, 2)[1] == dropped + 3  # all dropped at h2's port
+        assert agents["h3"].counters.dropped(Drop.BAD_PKEY) == refused
+
+        assert await asyncio.to_thread(cli.main, ["partitions", str(tmp_path)]) == 0
+        out = capsys.readouterr().out
+        assert "storage_a 0x0a01: secmode sth-aead, sl 0, ipoib" in out
+        assert "  hosts: h1 full, h2 limited, h3 limited, h4 limited" in out  # compute
+        assert ("  group ff15:601b:ffff::1:ff00:0: P_Key 0xffff, Q_Key 0x00000b1b, mtu 5, rate 7, sl 0, "
+                "scope 5, TClass 0, FlowLabel 0x00000") in out
+        assert await asyncio.to_thread(cli.main, ["partitions", str(tmp_path), "--json"]) == 0
+        rows = json.loads(capsys.readouterr().out)
+        assert [len(r["groups"]) for r in rows] == [6, 1, 1, 0]
+    finally:
+        server.close()
         await run.stop()

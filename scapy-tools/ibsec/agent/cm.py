@@ -230,7 +230,7 @@ class ConnectionManager:
             )
             ad.counters.bump("cm_rejected")
             reply = self._refusal(body, comm_id, service)
-        frame = ad.builder.mad_frame(src_gid, view.pkey, bytes(reply))
+        frame = ad.builder.mad_frame(src_gid, self._reply_pkey(view), bytes(reply))
         with self._lock:
             self._accepted[(src_gid, comm_id)] = frame
             if len(self._accepted) > 4096:
@@ -362,7 +362,15 @@ class ConnectionManager:
         if qp is not None:
             ad.destroy_qp(qp)
         drep = layers.CmDrep(local_comm_id=body.remote_comm_id, remote_comm_id=body.local_comm_id)
-        ad.transmit(ad.builder.mad_frame(src_gid, view.pkey, bytes(self._mad(layers.CmAttr.DREP, drep))))
+        ad.transmit(ad.builder.mad_frame(src_gid, self._reply_pkey(view), bytes(self._mad(layers.CmAttr.DREP,
+                                                                                          drep))))
+
+    def _reply_pkey(self, view: frames.View) -> int:
+        """The P_Key of a reply: this port's own entry of the partition the request came in. A port sends
+        only P_Keys of its table (a valid-list switch port drops anything else), and a full member
+        answering a limited one must answer as a full member: limited to limited does not match."""
+        partition = self.adapter.partition(view.pkey)
+        return partition.pkey if partition is not None else view.pkey
 
     @staticmethod
     def _sk_owner(initiator_gid: str, initiator_qpn: int, target_gid: str) -> tuple[int, int, int]:

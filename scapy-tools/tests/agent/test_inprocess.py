@@ -15,7 +15,7 @@ from ibsec import addressing, icrc, keys, layers, mad_auth, transport
 from ibsec.agent import mads
 from ibsec.agent.adapter import MAX_QPS, SEND_WINDOW, Adapter, AdapterError, AgentConfig
 from ibsec.agent.frames import Builder, gid_bytes, mac_of
-from ibsec.agent.qp import Scope, Service, State
+from ibsec.agent.qp import Partition, Scope, Service, State
 from scapy.layers.l2 import Ether
 from scapy.packet import Packet
 
@@ -61,6 +61,22 @@ def test_mode_0_makes_no_crypto_call(loop: Loopback, monkeypatch: pytest.MonkeyP
         peer = next(iter(ud.peers.values()))
         a.post_send(ud.qpn, b"datagram", (peer.gid, peer.qpn))
         assert b.wait_recv(peer.qpn, 2) == b"datagram"
+
+
+
+def test_full_member_answers_a_limited_one_with_its_own_pkey(loop: Loopback) -> None:
+    """A limited member connects to a full member of a partition: the CM replies (REP, DREP) carry the
+    replier's own table entry (full), not the limited P_Key the request came with (which the replier
+    does not hold, and which would not match the limited requester)."""
+    a, b = loop.adapters
+    limited = SECURE_PKEY & 0x7FFF
+    a.set_partitions([Partition(0xFFFF), Partition(limited, 0, Scope.PARTITION)])
+    qp = a.cm.connect(b.gid, Service.RC, limited, 0, None, 2.0)
+    a.post_send(qp.qpn, b"limited to full")
+    assert b.wait_recv(qp.remote_qpn or 0, 2) == b"limited to full"
+    assert a.cm.disconnect(qp, 2.0)
+    pkeys = {(frame[6:12], int(Ether(frame)[layers.BTH].pkey)) for frame in loop.frames}
+    assert pkeys == {(b.config.mac, SECURE_PKEY), (a.config.mac, limited)}
 
 
 def _vendor_frame(attr: layers.VendorAttr, body: object, key: keys.Key, dst: str, tid: int) -> bytes:
