@@ -50,6 +50,20 @@ def test_bad_partitions_and_options(tmp_path: Path) -> None:
     assert done.returncode == 2 and "no SM answers on" in done.stderr
 
 
+
+def test_partition_warnings_are_printed_and_logged(tmp_path: Path) -> None:
+    """What OpenSM only logs about a partitions.conf, `sm run` prints (line:column) and logs, and goes on."""
+    conf = tmp_path / "partitions.conf"
+    conf.write_text("compute=0x1, pci=1 : 0x000000fffe000000=root ;\n")
+    done = _sm("run", "--topology", str(DATA / "mesh-2x2.json"), "--run-dir", str(tmp_path),
+               "--partitions", str(conf), "--quiet-period", "1", "--suppress-window", "2")
+    assert done.returncode == 2  # the bad option, after the partitions were read
+    assert done.stderr.splitlines()[:2] == [
+        f"sm: warning: {conf}:1:14: unknown partition flag 'pci' - ignored",
+        f"sm: warning: {conf}:1:41: 0x000000fffe000000=root: not full, limited or both - read as limited"]
+    assert "unknown partition flag 'pci'" in (tmp_path / "logs" / "sm.log").read_text()
+
+
 def test_traceback_table_json_and_png(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "topology.json").write_text((DATA / "fattree-2x2.json").read_text())
     log = EventLog(tmp_path / "events.jsonl")
