@@ -155,6 +155,7 @@ class _Building:
     defined: bool = False
 
     def partition(self) -> Partition:
+        """The partition as read; OpenSM's default rule ``ALL=limited, SELF=full`` if never defined."""
         members = self.members if self.defined else [Member("ALL", False), Member("SELF", True)]
         return Partition(self.name, self.pkey, tuple(members), self.security or 0, self.ipoib, self.sl,
                          tuple(self.groups))
@@ -171,7 +172,7 @@ def _c_number(text: str) -> tuple[int | None, str]:
 
 
 def _prefixed(text: str, words: Iterable[str]) -> str | None:
-    """The first of ``words`` that ``text`` begins (OpenSM's ``strncmp(text, word, strlen(text))``)."""
+    """The first of ``words`` that starts with ``text`` (OpenSM's ``strncmp(text, word, strlen(text))``)."""
     return next((w for w in words if text and w.startswith(text)), None)
 
 
@@ -186,16 +187,16 @@ class _Reader:
         self.groups: dict[str, _Building] = {}  # MGID -> partition that created it
         self.count = 0
 
-    def at(self, token: Token | Tree, message: str) -> str:
-        line, column = (token.line, token.column) if isinstance(token, Token) else (token.meta.line,
-                                                                                    token.meta.column)
-        return f"{self.source}:{line}:{column}: {message}"
+    def at(self, where: Token | Tree[Token], message: str) -> str:
+        """``message`` prefixed with the file, line and column of ``where``."""
+        place = where if isinstance(where, Token) else where.meta
+        return f"{self.source}:{place.line}:{place.column}: {message}"
 
-    def warn(self, token: Token | Tree, message: str) -> None:
-        self.warn_to(self.at(token, message))
+    def warn(self, where: Token | Tree[Token], message: str) -> None:
+        self.warn_to(self.at(where, message))
 
-    def error(self, token: Token | Tree, message: str) -> PartitionError:
-        return PartitionError(self.at(token, message))
+    def error(self, where: Token | Tree[Token], message: str) -> PartitionError:
+        return PartitionError(self.at(where, message))
 
     # ------------------------------------------------------------------------------------ definitions
 
