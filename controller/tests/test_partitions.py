@@ -65,6 +65,8 @@ def test_valid_pkeys_per_port(fat_tree: Topology) -> None:
     ("a=1 :\n  0x5 0x6 ;", "partitions.conf:2:3: 0x5 0x6: expected a port GUID"),  # no comma
     ("a=1 : 0x5, 0x12345678901234567 ;", "partitions.conf:1:12: 0x12345678901234567: a port GUID has 64"),
     ("a=1 : ALL : 0x5 ;", "partitions.conf:1:11: syntax error near"),
+    # OpenSM's man page writes one ShareIO line with ':' for ',' (OpenSM refuses it: "bad PortGUID")
+    ("ShareIO = 0x80 : defmember=limited : 0x123456 ;", "partitions.conf:1:18: defmember: expected a port"),
     ("a=1 : ALL ;\nb=0x2 : 0x5\nc=0x3 : 0x6 ;", "partitions.conf:3:1: c: expected a port GUID"),  # no ';'
     ("a=1, secmode=sth-aead : ALL ;\na=1, secmode=icrc-mac : 0x5 ;",
      "partitions.conf:2:1: partition a (0x0001): secmode differs from the one given on line 1"),
