@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from ibsm.partitions import (
     MANAGEMENT_PKEYS,
     PartitionError,
@@ -297,3 +301,16 @@ def test_describe_for_sm_partitions(fat_tree: Topology) -> None:
         "ff12:401b:ffff::ffff:ffff", "ff12:401b:ffff::1", "ff12:401b:ffff::2", "ff12:601b:ffff::1",
         "ff12:601b:ffff::1:ff00:0", "ff15:601b:ffff::1:ff00:0"]
     assert members_of(fat_tree, parts[2]) == {"h2": "full", "h4": "full"}
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet="=,:;# \t\r\n0x1f7ADLSEFmgidpobqrtlunTQK_.-", max_size=120))
+def test_any_text_parses_or_is_refused_with_a_position(text: str) -> None:
+    """Whatever the file holds, the reader returns partitions or a PartitionError naming line:column,
+    never another exception."""
+    try:
+        parts = parse_partitions(text, warn=lambda _: None)
+    except PartitionError as err:
+        assert re.match(r"partitions\.conf:\d+:\d+: ", str(err))
+    else:
+        assert parts[0].pkey == 0x7FFF and len({p.pkey for p in parts}) == len(parts)
