@@ -131,6 +131,9 @@ def test_status_and_policy_commands(fabric: ProcessFabric) -> None:
     status = json.loads(_sm("status", str(fabric.workdir), "--json"))
     assert status["switches"] == {"s1": "up", "s2": "up", "s3": "up", "s4": "up"}
     assert status["policy"] == "sif" and status["filters"] == []
+    parts = {p["name"]: p for p in json.loads(_sm("partitions", str(fabric.workdir), "--json"))}
+    compute = parts["compute"]
+    assert (compute["hosts"], compute["secmode"]) == ({"h1": "full", "h3": "full"}, "sth-aead")
     assert "policy sif -> if" in _sm("policy", "if", str(fabric.workdir))
     modes = asyncio.run(_read(fabric.doc["switches"][0]["address"], entries.PARTITION_MODE))
     assert len(modes) == 2  # s1's two host ports now check their valid P_Keys
