@@ -1,110 +1,145 @@
-"""`p4switch`: the switch process, a drop-in for BMv2's simple_switch_grpc.
+"""`p4switch`: the switch process, with simple_switch_grpc's command line (p4switch/options.py).
 
-    p4switch [--device-id N] [-i PORT@IFACE ...] [--grpc-server-addr 127.0.0.1:9559] [--cpu-port N]
-             [--log-file F] [--log-level trace|debug|info|warn] [--pcap DIR] [--no-p4 | PROGRAM.json]
+    p4switch [-i PORT@IFACE ...] [--device-id N] [--log-file F | --log-console] [-L LEVEL] [--pcap [DIR]]
+             [--dump-packet-data N] [--use-files SECONDS] [PROGRAM.json | --no-p4]
+             [-- --grpc-server-addr HOST:PORT --cpu-port N --grpc-server-ssl ...]
 
-Options may also follow a ``--`` as simple_switch_grpc's target options do.
-
-It serves P4Runtime on gRPC, receives and sends frames on the given interfaces and runs them through the
-program (from the command line, or pushed with SetForwardingPipelineConfig). One line on stdout says when
-the gRPC port listens. SIGTERM and SIGINT stop it cleanly (exit status 0)."""
+It serves P4Runtime on gRPC (over TLS with --grpc-server-ssl), receives and sends frames on the given
+interfaces (or pcap files) and runs them through the program (from the command line, or pushed with
+SetForwardingPipelineConfig). One line on stdout says when the gRPC port listens. SIGTERM and SIGINT stop
+it cleanly (exit status 0)."""
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
+import stat
 import sys
 import threading
+from importlib import metadata
 from types import FrameType
 
-from p4switch.dataplane import Dataplane, open_port, parse_interface
+import grpc
+
+from p4switch import logs, options, program
+from p4switch.dataplane import Dataplane, open_port
 from p4switch.engine import api as engine
+from p4switch.pcapfiles import FileDataplane
 from p4switch.runtime.device import Device
 from p4switch.runtime.server import P4RuntimeService, serve
 
-LEVELS = {"trace": engine.TRACE, "debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING,
-          "warning": logging.WARNING, "error": logging.ERROR}
 
-
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="p4switch", description=__doc__.split("\n\n")[0])
-    parser.add_argument("program", nargs="?", help="program JSON from p4switch-cc (or use --no-p4)")
-    parser.add_argument("--no-p4", action="store_true", help="start without a program; wait for "
-                        "SetForwardingPipelineConfig")
-    parser.add_argument("--device-id", type=int, default=0)
-    parser.add_argument("-i", "--interface", action="append", default=[], metavar="PORT@IFACE",
-                        help="bind switch port PORT to interface IFACE (repeatable)")
-    parser.add_argument("--grpc-server-addr", default="127.0.0.1:9559", help="P4Runtime listen address")
-    parser.add_argument("--cpu-port", type=int, default=None, help="port number of the CPU port "
-                        "(packet-in/packet-out)")
-    parser.add_argument("--log-file", help="log file (default: stderr)")
-    parser.add_argument("--log-level", choices=sorted(LEVELS), default="info")
-    parser.add_argument("--pcap", metavar="DIR", nargs="?", const=".",
-                        help="write <iface>_in.pcap and <iface>_out.pcap per port into DIR (default: .)")
-    parser.add_argument("--log-console", action="store_true", help="ignored (BMv2 compatibility)")
-    parser.add_argument("--thrift-port", type=int, help="ignored (BMv2 compatibility: no Thrift here)")
-    argv = sys.argv[1:] if argv is None else argv
-    if "--" in argv:  # simple_switch_grpc puts its target options after "--": take them alike
-        at = argv.index("--")
-        argv = argv[:at] + argv[at + 1:]
-    args = parser.parse_args(argv)
-    if bool(args.program) == args.no_p4:
-        parser.error("give either a PROGRAM.json or --no-p4")
+def version() -> str:
     try:
-        args.ports = [parse_interface(spec) for spec in args.interface]
-    except ValueError as err:
-        parser.error(str(err))
-    return args
+        ours = metadata.version("ibsec-fabric")
+    except metadata.PackageNotFoundError:
+        ours = "unknown"
+    return f"p4switch {ours} (simple_switch_grpc {options.BMV2_VERSION} command line)"
 
 
-def setup_logging(args: argparse.Namespace) -> logging.Logger:
-    handler: logging.Handler = logging.StreamHandler()
-    if args.log_file:
-        handler = logging.FileHandler(args.log_file)
-    handler.setFormatter(logging.Formatter(
-        f"%(asctime)s [dev {args.device_id}] %(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger("p4switch")
-    root.handlers[:] = [handler]
-    root.setLevel(LEVELS[args.log_level])
-    root.propagate = False
-    return root
+def print_versions(args: argparse.Namespace) -> int:
+    """-v and --json-version: print and exit, as BMv2."""
+    if args.version:
+        print(version())
+        return 0
+    if program.BMV2_JSON_VERSION is None:
+        print("p4switch loads no BMv2 JSON yet: it runs p4switch-cc's IR JSON", file=sys.stderr)
+        return 1
+    print(program.BMV2_JSON_VERSION)
+    return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    log = setup_logging(args)
-    for flag in ("log_console", "thrift_port"):
-        if getattr(args, flag):
-            print(f"p4switch: --{flag.replace('_', '-')} is accepted for BMv2 compatibility and ignored",
-                  flush=True)
+def tls_credentials(tls: options.TlsOptions, log: logging.Logger) -> grpc.ServerCredentials:
+    """Server credentials from the PEM files (read once at start). Raises OSError."""
+    with open(tls.key, "rb") as f:
+        key = f.read()
+    if os.stat(tls.key).st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+        log.warning("the TLS key %s can be read by other users (chmod 600 it)", tls.key)
+    with open(tls.cert, "rb") as f:
+        cert = f.read()
+    cacert = None
+    if tls.cacert:
+        with open(tls.cacert, "rb") as f:
+            cacert = f.read()
+    return grpc.ssl_server_credentials([(key, cert)], root_certificates=cacert,
+                                       require_client_auth=tls.client_auth)
+
+
+def load_program(device: Device, path: str) -> None:
+    """Run the program file given on the command line. Raises OSError, engine.EngineError."""
+    with open(path, "rb") as f:
+        data = f.read()
+    device.install(device.load(data), data)
+
+
+Ports = Dataplane | FileDataplane
+
+
+def open_dataplane(args: argparse.Namespace, device: Device, log: logging.Logger) -> Ports:
+    """The ports: interfaces, or pcap files with --use-files. Raises OSError."""
+    if args.use_files is not None:
+        return FileDataplane(device, args.ports, log, args.use_files, args.dump_packet_data)
+    ports = [open_port(number, iface, args.pcap) for number, iface in args.ports]
+    return Dataplane(device, ports, log, args.dump_packet_data)
+
+
+def start(args: argparse.Namespace, log: logging.Logger
+          ) -> tuple[Device, Ports, P4RuntimeService, grpc.Server, int] | None:
+    """Load, open the ports, start the gRPC server; None (after printing why) when any of it fails."""
     device = Device(args.device_id, args.cpu_port, log.getChild("device"))
+    try:
+        credentials = tls_credentials(args.tls, log) if args.tls else None
+    except OSError as err:
+        print(f"p4switch: cannot read TLS file {err.filename}: {err.strerror}", file=sys.stderr)
+        return None
     if args.program:
         try:
-            with open(args.program, "rb") as f:
-                program = f.read()
-            device.install(device.load(program), program)
+            load_program(device, args.program)
         except (OSError, engine.EngineError) as err:
             print(f"p4switch: cannot load {args.program}: {err}", file=sys.stderr)
-            return 2
+            return None
     try:
-        ports = [open_port(number, iface, args.pcap) for number, iface in args.ports]
-    except OSError as err:
-        print(f"p4switch: cannot open interface: {err}", file=sys.stderr)
-        return 2
-    dataplane = Dataplane(device, ports, log.getChild("dataplane"))
+        dataplane = open_dataplane(args, device, log.getChild("dataplane"))
+    except (OSError, ValueError) as err:
+        print(f"p4switch: cannot open port: {err}", file=sys.stderr)
+        return None
     service = P4RuntimeService(device, log.getChild("p4runtime"))
-    server, grpc_port = serve(service, args.grpc_server_addr)
+    server, grpc_port = serve(service, args.grpc_server_addr, credentials=credentials)
     if grpc_port == 0:
         print(f"p4switch: cannot listen on {args.grpc_server_addr}", file=sys.stderr)
         service.close()
         dataplane.close()
-        return 2
-    host = args.grpc_server_addr.rsplit(":", 1)[0]
-    log.info("P4Runtime listening on %s:%d, ports %s", host, grpc_port,
-             ", ".join(f"{n}@{i}" for n, i in args.ports) or "none")
-    print(f"p4switch: device {args.device_id} P4Runtime server listening on {host}:{grpc_port}", flush=True)
+        return None
+    return device, dataplane, service, server, grpc_port
 
+
+def main(argv: list[str] | None = None) -> int:
+    args = options.parse(argv)
+    if args.version or args.json_version:
+        return print_versions(args)
+    log = logs.setup(args)
+    for note in options.notes(args):
+        log.info("%s", note)
+        if not args.log_console:  # stdout is the log then: one line is enough
+            print(f"p4switch: {note}", flush=True)
+    started = start(args, log)
+    if started is None:
+        return 2
+    device, dataplane, service, server, grpc_port = started
+    host = args.grpc_server_addr.rsplit(":", 1)[0]
+    scheme = ("mutual TLS" if args.tls.client_auth else "TLS") if args.tls else "plaintext"
+    log.info("P4Runtime (%s) listening on %s:%d, ports %s", scheme, host, grpc_port,
+             ", ".join(f"{n}@{i}" for n, i in args.ports) or "none")
+    print(f"p4switch: device {args.device_id} P4Runtime server listening on {host}:{grpc_port} ({scheme})",
+          flush=True)
+    return run(device, dataplane, service, server, log)
+
+
+def run(device: Device, dataplane: Ports, service: P4RuntimeService, server: grpc.Server,
+        log: logging.Logger) -> int:
+    """Serve until SIGTERM or SIGINT, then stop everything."""
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
@@ -114,16 +149,15 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     try:
-        if ports:
-            dataplane.run(stop)
-        else:
-            while not stop.wait(0.5):
-                pass
+        dataplane.run(stop)
+        while not stop.wait(0.5):  # pcap input replayed: keep serving P4Runtime
+            pass
     finally:
         service.close()
         server.stop(grace=1).wait(2)
         dataplane.close()
         log.info("stopped; pipeline stats: %s", dict(device.switch.stats) if device.switch else {})
+        logging.shutdown()
     return 0
 
 

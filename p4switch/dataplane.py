@@ -137,6 +137,11 @@ def receive_frame(sock: socket.socket) -> tuple[bytes, int]:
     return with_vlan_tag(data, ancillary), address[2]
 
 
+def dump_packet(log: logging.Logger, verb: str, port: int, frame: bytes, limit: int) -> None:
+    """One info line with the frame's first ``limit`` bytes, worded as BMv2's --dump-packet-data."""
+    log.info("%s packet of length %d on port %d: %s", verb, len(frame), port, bytes(frame[:limit]).hex())
+
+
 def parse_interface(spec: str) -> tuple[int, str]:
     """``PORT@IFACE`` (BMv2's -i syntax) as (port number, interface name)."""
     number, sep, iface = spec.partition("@")
@@ -204,11 +209,13 @@ def open_port(number: int, iface: str, pcap_dir: str | None = None, *, use_ring:
 class Dataplane:
     """The switch's ports and the receive loop that feeds them to the device."""
 
-    def __init__(self, device: Device, ports: list[Port], log: logging.Logger) -> None:
+    def __init__(self, device: Device, ports: list[Port], log: logging.Logger, dump_bytes: int = 0) -> None:
         self.device = device
         self.ports = {p.number: p for p in ports}
         self._by_fd = {p.sock.fileno(): p for p in ports}
         self.log = log
+        self.dump_bytes = dump_bytes
+        """--dump-packet-data: log this many bytes of every frame received and sent (0: none)"""
         self.stats: Counter[str] = Counter()
         device.transmit = self.transmit
         for port in ports:
@@ -233,6 +240,8 @@ class Dataplane:
         port.tx_bytes += len(frame)
         if port.pcap_out:
             port.pcap_out.write(frame)
+        if self.dump_bytes:
+            dump_packet(self.log, "Sending", number, frame, self.dump_bytes)
 
     def run(self, stop: threading.Event) -> None:
         """Receive until ``stop`` is set (checked at least every 200 ms)."""
@@ -279,6 +288,8 @@ class Dataplane:
                      frame: bytes) -> None:
         if port.pcap_in:
             port.pcap_in.write(frame)
+        if self.dump_bytes:
+            dump_packet(self.log, "Received", number, frame, self.dump_bytes)
         try:
             process(number, frame)
         except Exception:  # noqa: BLE001 - one bad frame must not stop the switch

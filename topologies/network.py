@@ -65,12 +65,13 @@ class Target:
                 return str(candidate)
         raise FabricError(f"target {self.name}: {self.switch_binary} is in neither the venv nor PATH")
 
-    def switch_argv(self, device_id: int, ports: dict[int, str], grpc_port: int, log: Path, pcap_dir: Path
-                    ) -> list[str]:
+    def switch_argv(self, device_id: int, ports: dict[int, str], grpc_port: int, pcap_dir: Path) -> list[str]:
         argv = [self.switch_path(), "--device-id", str(device_id)]
         for number, iface in sorted(ports.items()):
             argv += ["-i", f"{number}@{iface}"]
-        argv += ["--log-file", str(log), "--pcap", str(pcap_dir), "--no-p4",
+        # the log on stdout, which start() sends to logs/<switch>.log (BMv2 would name a --log-file F.txt);
+        # info, not BMv2's default trace, which logs every table of every packet and slows the fabric
+        argv += ["--log-console", "-L", "info", "--pcap", str(pcap_dir), "--no-p4",
                  "--", "--grpc-server-addr", f"127.0.0.1:{grpc_port}", "--cpu-port", str(CPU_PORT)]
         return argv
 
@@ -158,7 +159,7 @@ class P4RuntimeSwitch(Switch):  # type: ignore[misc]
         """Spawn the target (not waiting: :meth:`batchStartup` waits for all switches at once)."""
         if port_answers(self.grpc_port):
             raise FabricError(f"{self.name}: gRPC port {self.grpc_port} is already taken")
-        argv = self.target.switch_argv(self.device_id, self.data_ports(), self.grpc_port, self.log_path,
+        argv = self.target.switch_argv(self.device_id, self.data_ports(), self.grpc_port,
                                        self.run_dir / "pcaps")
         with open(self.log_path, "ab") as log:
             log.write(f"# {' '.join(argv)}\n".encode())

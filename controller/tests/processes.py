@@ -123,7 +123,7 @@ class ProcessFabric:
         interfaces = [arg for p, iface in ports for arg in ("-i", f"{p}@{iface}")]
         argv = [str(VENV_BIN / "p4switch"), "--no-p4", "--device-id", "1", *interfaces,
                 "--grpc-server-addr", f"127.0.0.1:{self.grpc_ports[name]}", "--cpu-port", str(CPU_PORT),
-                "--log-file", str(self.workdir / "logs" / f"{name}.log")]
+                "--log-file", str(self.workdir / "logs" / name), "-L", "info"]
         with open(self.workdir / "logs" / f"{name}.out", "ab") as out:
             self.switches[name] = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
         return wait_port(self.grpc_ports[name], self.switches[name], f"switch {name}")

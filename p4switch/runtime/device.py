@@ -10,6 +10,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable
 
+from p4switch import program as programs
 from p4switch.engine import api as engine
 
 
@@ -32,8 +33,9 @@ class Device:
         self.stats: Counter[str] = Counter()
 
     def load(self, program: bytes) -> engine.Switch:
-        """A new engine switch for ``program`` (not yet running). Raises engine.ProgramError."""
-        return engine.Switch.load(program, log=self.log.getChild("engine"))
+        """A new engine switch for ``program`` in any format p4switch runs (not yet running). Raises
+        engine.ProgramError."""
+        return programs.load(program, self.log.getChild("engine"))
 
     def install(self, switch: engine.Switch, program: bytes) -> None:
         """Make ``switch`` the running program: frames from now on go through it."""

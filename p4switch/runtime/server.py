@@ -19,7 +19,7 @@ from finsy.proto import p4d, p4r, p4r_grpc, rpc_status
 from google.protobuf import any_pb2
 
 from p4switch.engine import api as engine
-from p4switch.runtime import codec
+from p4switch.runtime import codec, device_config
 from p4switch.runtime.arbitration import CLOSE, Arbitration, Connection
 from p4switch.runtime.device import Device
 from p4switch.runtime.digests import DigestEngine
@@ -94,12 +94,16 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
             raise invalid("the config with its P4Info is required")
         config = p4r.ForwardingPipelineConfig()
         config.CopyFrom(request.config)
-        program = config.p4_device_config or self.device.device_config
-        if not program:
+        if not config.p4_device_config:  # keep the running program (e.g. one given on the command line)
+            config.p4_device_config = self.device.device_config
+        if not config.p4_device_config:
             raise invalid("p4_device_config is empty: give the program JSON from p4switch-cc")
-        config.p4_device_config = program
+        program = device_config.unwrap(config.p4_device_config)
+        if program.wrapped:
+            self.log.info("p4_device_config is a %s (reassign %s, extras %s): loading its device_data",
+                          device_config.MESSAGE_NAME, program.reassign, program.extras or "none")
         try:
-            switch = self.device.load(program)
+            switch = self.device.load(program.program)
         except engine.EngineError as err:
             raise invalid(f"the device config cannot be loaded: {err}") from None
         index = P4InfoIndex.build(config.p4info)
@@ -113,7 +117,7 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
         self._entry_cookies.clear()
         self.oneshots.clear()
         switch.digest_sink = self._digest_sink(index)
-        self.device.install(switch, config.p4_device_config)
+        self.device.install(switch, device_config.unwrap(config.p4_device_config).program)
         self.pipeline = Pipeline(config, index)
         self.log.info("pipeline committed: %s (%d tables)", config.p4info.pkg_info.name or "program",
                       len(index.tables))
@@ -840,9 +844,10 @@ def _abort_with_details(context: grpc.ServicerContext, message: str,
     context.abort(grpc.StatusCode.UNKNOWN, message)
 
 
-def serve(service: P4RuntimeService, address: str, max_workers: int = 32) -> tuple[grpc.Server, int]:
-    """Start a gRPC server for ``service`` on ``address``; returns it and the bound TCP port (0 when the
-    address cannot be bound, e.g. another switch listens there)."""
+def serve(service: P4RuntimeService, address: str, max_workers: int = 32,
+          credentials: grpc.ServerCredentials | None = None) -> tuple[grpc.Server, int]:
+    """Start a gRPC server for ``service`` on ``address`` (over TLS with ``credentials``); returns it and
+    the bound TCP port (0 when the address cannot be bound, e.g. another switch listens there)."""
     options = [("grpc.max_receive_message_length", MAX_MESSAGE),
                ("grpc.max_send_message_length", MAX_MESSAGE),
                ("grpc.so_reuseport", 0)]  # a second switch on the same port must fail, not share it
@@ -850,7 +855,10 @@ def serve(service: P4RuntimeService, address: str, max_workers: int = 32) -> tup
                          options=options)
     p4r_grpc.add_P4RuntimeServicer_to_server(service, server)
     try:
-        port = server.add_insecure_port(address)
+        if credentials is None:
+            port = server.add_insecure_port(address)
+        else:
+            port = server.add_secure_port(address, credentials)
     except RuntimeError:
         port = 0
     if port:

@@ -121,20 +121,19 @@ def veth_pairs(ports: list[int], prefix: str = "ib") -> Iterator[tuple[dict[int,
 
 
 def _switch_command(target: Target, ifaces: dict[int, str], port: int, log: Path) -> list[str]:
+    """simple_switch_grpc's command line, the same for both targets; the log goes to ``log`` (BMv2 adds
+    ``.txt`` to --log-file's name, so it is given without it)."""
     interfaces = [arg for p, iface in sorted(ifaces.items()) for arg in ("-i", f"{p}@{iface}")]
-    binary = str(_which(target.switch))
-    if target.name == "bmv2":
-        return [binary, "--no-p4", "--device-id", str(DEVICE_ID), *interfaces, "--log-file", str(log),
-                "--", "--grpc-server-addr", f"127.0.0.1:{port}", "--cpu-port", str(CPU_PORT)]
-    return [binary, "--no-p4", "--device-id", str(DEVICE_ID), *interfaces, "--log-file", str(log),
-            "--grpc-server-addr", f"127.0.0.1:{port}", "--cpu-port", str(CPU_PORT)]
+    return [str(_which(target.switch)), "--no-p4", "--device-id", str(DEVICE_ID), *interfaces,
+            "--log-file", str(log.with_suffix("")), "-L", "info",
+            "--", "--grpc-server-addr", f"127.0.0.1:{port}", "--cpu-port", str(CPU_PORT)]
 
 
 @contextmanager
 def running_switch(target: Target, ports: list[int], workdir: Path) -> Iterator[Switch]:
     """Build the program, create the veths, start the switch; tear everything down on exit."""
     program, p4info = build(target, workdir / "build")
-    log = workdir / "switch.log"
+    log = workdir / "switch.txt"
     with veth_pairs(ports) as (switch_side, tester_side):
         grpc_port = _free_port()
         with open(workdir / "switch.out", "wb") as out:

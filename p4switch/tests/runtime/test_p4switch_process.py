@@ -67,7 +67,7 @@ def test_forwards_between_veths_traces_and_stops_cleanly_on_sigterm(
         assert hosts[0].receive(timeout=0.3, match=HOST_B) is None  # never echoed back to its sender
         status = proc.stop()
     assert status == 0
-    text = log.read_text()
+    text = proc.log_file.read_text()
     assert "[dev 1]" in text and "SIGTERM received" in text
     assert "TRACE" in text and "L2Ingress.dmac" in text  # the engine's per-packet trace names the table
     assert all(line.count("[dev 1]") == 1 for line in text.splitlines() if line[:4].isdigit())
