@@ -1,4 +1,5 @@
-"""`p4switch`: the switch process, with simple_switch_grpc's command line (p4switch/options.py).
+"""`p4switch`: the switch process, with simple_switch_grpc's command line (p4switch/options.py), and
+``p4switch aliases DIR``, which installs the tools under BMv2's names (p4switch/aliases.py).
 
     p4switch [-i PORT@IFACE ...] [--device-id N] [--log-file F | --log-console] [-L LEVEL] [--pcap [DIR]]
              [--dump-packet-data N] [--use-files SECONDS] [PROGRAM.json | --no-p4]
@@ -23,7 +24,7 @@ from types import FrameType
 
 import grpc
 
-from p4switch import logs, options, program
+from p4switch import aliases, logs, options, program
 from p4switch.dataplane import Dataplane, open_port
 from p4switch.engine import api as engine
 from p4switch.pcapfiles import FileDataplane
@@ -116,10 +117,17 @@ def start(args: argparse.Namespace, log: logging.Logger
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["aliases"]:
+        return aliases.main(argv[1:])
     args = options.parse(argv)
     if args.version or args.json_version:
         return print_versions(args)
-    log = logs.setup(args)
+    try:
+        log = logs.setup(args)
+    except OSError as err:
+        print(f"p4switch: cannot open the log file {err.filename}: {err.strerror}", file=sys.stderr)
+        return 2
     for note in options.notes(args):
         log.info("%s", note)
         if not args.log_console:  # stdout is the log then: one line is enough

@@ -70,11 +70,11 @@ def log_file_path(base: str) -> str:
 
 def setup(args: argparse.Namespace) -> logging.Logger:
     """The ``p4switch`` logger with the sinks and level of the command line (BMv2 refuses --log-file with
-    --log-console; p4switch writes to both)."""
+    --log-console; p4switch writes to both). Raises OSError when the log file cannot be opened."""
     handlers: list[logging.Handler] = []
     if args.log_file:
-        os.makedirs(os.path.dirname(os.path.abspath(args.log_file)), exist_ok=True)
-        handlers.append(LogFile(args.log_file, args.log_file_max_size, args.log_file_max_files, args.log_flush))
+        handlers.append(LogFile(args.log_file, args.log_file_max_size, args.log_file_max_files,
+                                args.log_flush))
     if args.log_console:
         handlers.append(logging.StreamHandler(sys.stdout))
     formatter = logging.Formatter(f"%(asctime)s [dev {args.device_id}] %(levelname)s %(name)s: %(message)s")

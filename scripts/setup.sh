@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 
 VENV=${VENV:-.venv}
 PYTHON=${PYTHON:-python3}
-APT_PACKAGES=(python3-venv python3-pip iproute2 tcpdump ethtool mininet)
+# sudo, ping and net-tools (route, arp): what p4lang/tutorials' Makefiles and topologies run
+APT_PACKAGES=(python3-venv python3-pip iproute2 tcpdump ethtool mininet sudo iputils-ping net-tools)
 
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do

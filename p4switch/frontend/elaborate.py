@@ -547,8 +547,10 @@ class Elaborator:
             for st in state.children[2:-1]:
                 body.extend(self.stmt(st, ctx))
             tr = state.children[-1]
-            if tr.data == "goto_transition":
-                transition: IR = {"kind": "goto", "next": goto(self.state_name(tr.children[0], names))}
+            if tr is None:  # no transition statement: P4_16 says reject (p4c warns and accepts it)
+                transition: IR = {"kind": "goto", "next": "reject"}
+            elif tr.data == "goto_transition":
+                transition = {"kind": "goto", "next": goto(self.state_name(tr.children[0], names))}
             else:
                 ctx.pre = []
                 transition = self.lower_select(tr.children[0], ctx, names)

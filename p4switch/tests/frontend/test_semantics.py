@@ -73,3 +73,17 @@ def test_functions_are_inlined_with_their_values() -> None:
     assert (port, frame[12:14]) == (3, (0x1234 * 2 + 103).to_bytes(2, "big"))
     switch.process(1, ETH + b"\x12\x35" + b"payload")  # is_special() is false: the parser rejects
     assert switch.stats["parser_reject"] == 1
+
+
+def test_a_parser_state_without_transition_rejects(compile_text: Callable[..., Compiled]) -> None:
+    """P4_16 12.5: a state with no transition statement goes to reject (p4lang/tutorials' calc skeleton
+    has one; p4c accepts it with a warning)."""
+    parser = """    state start { pk.extract(hdr.eth); transition select(hdr.eth.type_) {
+        0x1234: undecided; default: accept; } }
+    state undecided { /* a TODO left empty */ }"""
+    text = TEMPLATE.replace("    state start { pk.extract(hdr.eth); transition accept; }", parser)
+    switch = load(compile_text(text.replace("{BODY}", "    apply { sm.egress_spec = 2; }")))
+    assert [port for port, _ in switch.process(1, ETH + b"\x08\x00payload")] == [2]
+    assert switch.stats.get("parser_reject", 0) == 0
+    switch.process(1, ETH + b"\x12\x34payload")
+    assert switch.stats["parser_reject"] == 1
