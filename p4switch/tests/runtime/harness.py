@@ -182,6 +182,8 @@ class StreamClient:
     address: str
     device_id: int = DEVICE_ID
     election_id: int | None = None
+    credentials: grpc.ChannelCredentials | None = None
+    """TLS: the channel's credentials (None: plaintext)"""
     channel: grpc.Channel = field(init=False)
     stub: p4r_grpc.P4RuntimeStub = field(init=False)
     responses: queue.Queue[p4r.StreamMessageResponse | grpc.RpcError] = field(default_factory=queue.Queue)
@@ -189,7 +191,8 @@ class StreamClient:
     _pending: dict[str, list[p4r.StreamMessageResponse]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.channel = grpc.insecure_channel(self.address)
+        self.channel = (grpc.insecure_channel(self.address) if self.credentials is None
+                        else grpc.secure_channel(self.address, self.credentials))
         self.stub = p4r_grpc.P4RuntimeStub(self.channel)
         self._call = self.stub.StreamChannel(iter(self._requests.get, None))
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -274,9 +277,10 @@ class StreamClient:
 
 
 @contextlib.contextmanager
-def primary_client(address: str, program: Program | None = None) -> Iterator[StreamClient]:
-    """A client that became primary (and pushed ``program`` when given)."""
-    client = StreamClient(address)
+def primary_client(address: str, program: Program | None = None,
+                   credentials: grpc.ChannelCredentials | None = None) -> Iterator[StreamClient]:
+    """A client that became primary (and pushed ``program`` when given), over TLS with ``credentials``."""
+    client = StreamClient(address, credentials=credentials)
     try:
         answer = client.arbitrate(next(_election_ids))
         assert answer.status.code == 0, answer
