@@ -129,7 +129,8 @@ def attack_times(pcap: Path) -> list[float]:
 
 def run_demo(options: run.RunOptions, rate: int, seconds: float, say: Narrator) -> dict[str, Any]:
     with run.FabricRun(options) as fabric_run:
-        say.say(f"fabric up: {fabric_run.fabric.name} on {fabric_run.target.name}, run directory "
+        secured = " (P4Runtime over mutual TLS)" if fabric_run.tls else ""
+        say.say(f"fabric up: {fabric_run.fabric.name} on {fabric_run.target.name}{secured}, run directory "
                 f"{fabric_run.run_dir}")
         roles = pick_roles(fabric_run)
         fabric_run.wait_provisioned([roles.victim, roles.peer])
@@ -165,8 +166,10 @@ def run_demo(options: run.RunOptions, rate: int, seconds: float, say: Narrator) 
         target = fabric_run.target.name
     say.say("fabric torn down; reading the pcaps")
     flushed["filters_left"] = filters_left
-    return summarize(fabric, run_dir, target, roles, trace, installed, flushed, legit.result, victim_counters,
-                     baseline)
+    summary = summarize(fabric, run_dir, target, roles, trace, installed, flushed, legit.result,
+                        victim_counters, baseline)
+    summary["p4runtime"] = "mutual-tls" if options.tls else "plaintext"
+    return summary
 
 
 def summarize(fabric: Any, run_dir: Path, target: str, roles: Roles, trace: dict[str, Any],
@@ -248,10 +251,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=int, default=1500, help="attack frames per second")
     parser.add_argument("--seconds", type=float, default=5.0, help="attack duration")
     parser.add_argument("--quiet-period", type=float, default=3.0, help="SIF flush after this long quiet")
+    parser.add_argument("--tls", action="store_true", help="P4Runtime over mutual TLS (SM and switches)")
     args = parser.parse_args(argv)
     say = Narrator()
     options = run.RunOptions(target=args.target, policy="sif", security="sth-aead", partitions=2,
-                             quiet_period=args.quiet_period)
+                             quiet_period=args.quiet_period, tls=args.tls)
     try:
         summary = run_demo(options, args.rate, args.seconds, say)
     except (FabricError, TimeoutError) as err:

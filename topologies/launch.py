@@ -62,6 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     ctl.add_argument("--quiet-period", type=float, default=3.0,
                      help="SIF: seconds without violations before a filter is flushed")
     ctl.add_argument("--no-sm", action="store_true", help="no SM (agents get their P_Key tables from files)")
+    ctl.add_argument("--tls", action="store_true", help="P4Runtime over mutual TLS (a CA and certificates "
+                     "for this run, removed at teardown)")
     parser.add_argument("--run-dir", type=run.Path, help="run directory (default runs/<UTC time>-<fabric>)")
     parser.add_argument("--no-cli", action="store_true", help="no Mininet CLI: wait for Ctrl-C or --duration")
     parser.add_argument("--duration", type=float, help="with --no-cli: stop after this many seconds")
@@ -75,7 +77,7 @@ def options_from(args: argparse.Namespace) -> run.RunOptions:
                           target=args.target, routing=args.routing,
                           partitions=args.partitions, security=args.security, policy=args.policy,
                           quiet_period=args.quiet_period, bandwidth_mbit=args.bw, delay=args.delay,
-                          sm=not args.no_sm, run_dir=args.run_dir, verbose=args.verbose)
+                          sm=not args.no_sm, run_dir=args.run_dir, verbose=args.verbose, tls=args.tls)
 
 
 def stop_on_sigterm() -> None:

@@ -32,6 +32,8 @@ from mininet.log import setLogLevel
 from mininet.net import Mininet
 from mininet.node import Host, Switch
 
+from p4switch import pki
+
 from .fabrics import Fabric
 from .topofile import CPU_PORT
 
@@ -65,7 +67,8 @@ class Target:
                 return str(candidate)
         raise FabricError(f"target {self.name}: {self.switch_binary} is in neither the venv nor PATH")
 
-    def switch_argv(self, device_id: int, ports: dict[int, str], grpc_port: int, pcap_dir: Path) -> list[str]:
+    def switch_argv(self, device_id: int, ports: dict[int, str], grpc_port: int, pcap_dir: Path,
+                    target_args: list[str] | None = None) -> list[str]:
         argv = [self.switch_path(), "--device-id", str(device_id)]
         for number, iface in sorted(ports.items()):
             argv += ["-i", f"{number}@{iface}"]
@@ -73,7 +76,15 @@ class Target:
         # info, not BMv2's default trace, which logs every table of every packet and slows the fabric
         argv += ["--log-console", "-L", "info", "--pcap", str(pcap_dir), "--no-p4",
                  "--", "--grpc-server-addr", f"127.0.0.1:{grpc_port}", "--cpu-port", str(CPU_PORT)]
-        return argv
+        return argv + (target_args or [])
+
+
+def tls_args(authority: pki.Pki, switch: str) -> list[str]:
+    """simple_switch_grpc's options for P4Runtime over mutual TLS: the switch's certificate and key, and
+    only clients with a certificate of the run's CA get in."""
+    creds = authority.servers[switch]
+    return ["--grpc-server-ssl", "--grpc-server-cert", str(creds.cert), "--grpc-server-key", str(creds.key),
+            "--grpc-server-cacert", str(authority.cacert), "--grpc-server-with-client-auth"]
 
 
 TARGETS = {"p4switch": Target("p4switch", "p4switch"), "bmv2": Target("bmv2", "simple_switch_grpc")}
@@ -143,9 +154,10 @@ class P4RuntimeSwitch(Switch):  # type: ignore[misc]
     """A Mininet switch that is a P4 target process with a P4Runtime server on 127.0.0.1:<grpc_port>."""
 
     def __init__(self, name: str, *, target: Target, device_id: int, grpc_port: int, run_dir: Path,
-                 **params: Any) -> None:
+                 tls: pki.Pki | None = None, **params: Any) -> None:
         super().__init__(name, dpid=f"{device_id:x}", **params)
         self.target = target
+        self.tls = tls
         self.device_id = device_id
         self.grpc_port = grpc_port
         self.run_dir = run_dir
@@ -159,8 +171,9 @@ class P4RuntimeSwitch(Switch):  # type: ignore[misc]
         """Spawn the target (not waiting: :meth:`batchStartup` waits for all switches at once)."""
         if port_answers(self.grpc_port):
             raise FabricError(f"{self.name}: gRPC port {self.grpc_port} is already taken")
+        secure = tls_args(self.tls, self.name) if self.tls else []
         argv = self.target.switch_argv(self.device_id, self.data_ports(), self.grpc_port,
-                                       self.run_dir / "pcaps")
+                                       self.run_dir / "pcaps", secure)
         with open(self.log_path, "ab") as log:
             log.write(f"# {' '.join(argv)}\n".encode())
             log.flush()
@@ -238,9 +251,10 @@ class FabricNet:
     """The Mininet network of a :class:`Fabric`; :meth:`stop` removes every process, namespace and veth."""
 
     def __init__(self, fabric: Fabric, tgt: Target, run_dir: Path, links: LinkOptions | None = None,
-                 verbose: bool = False) -> None:
+                 verbose: bool = False, tls: pki.Pki | None = None) -> None:
         setLogLevel("info" if verbose else "output")  # "output": what the CLI prints
         self.fabric = fabric
+        self.tls = tls
         self.run_dir = run_dir
         self.tag = iface_tag()
         self.grpc_ports = {sw.name: free_tcp_port() for sw in fabric.switches()}
@@ -263,7 +277,7 @@ class FabricNet:
         index = {sw.name: i for i, sw in enumerate(self.fabric.switches())}
         for sw in self.fabric.switches():
             self.net.addSwitch(sw.name, cls=P4RuntimeSwitch, target=tgt, device_id=self.device_ids[sw.name],
-                               grpc_port=self.grpc_ports[sw.name], run_dir=self.run_dir)
+                               grpc_port=self.grpc_ports[sw.name], run_dir=self.run_dir, tls=self.tls)
         for host in self.fabric.hosts():
             self.net.addHost(host.name, cls=Host, ip=None, mac=addressing.host_mac(host.index))
             iface = switch_iface(self.tag, index[host.switch], host.port)

@@ -32,6 +32,8 @@ from ibsec.agent.control import ControlClient
 from ibsm import control as sm_control
 from ibsm.events import read_events
 
+from p4switch import pki
+
 from . import fabrics, network, topofile
 from .fabrics import Fabric, HostInfo
 from .network import FabricError, FabricNet
@@ -65,6 +67,8 @@ class RunOptions:
     sm: bool = True
     run_dir: Path | None = None
     verbose: bool = False
+    tls: bool = False
+    """P4Runtime over mutual TLS: a CA and certificates made for this run (keys/tls-*), removed at teardown"""
     sm_args: tuple[str, ...] = field(default_factory=tuple)
     # software switches on a shared 2-core machine add milliseconds per hop: RC needs patience
     agent_args: tuple[str, ...] = ("--ack-timeout", "0.25", "--retries", "12")
@@ -128,6 +132,7 @@ class FabricRun:
         except ValueError as err:
             raise FabricError(str(err)) from None
         self.net: FabricNet | None = None
+        self.tls: pki.Pki | None = None
         self.sm: subprocess.Popen[bytes] | None = None
         self.agents: dict[str, Agent] = {}
         self.tools: list[subprocess.Popen[bytes]] = []
@@ -164,7 +169,10 @@ class FabricRun:
     def start(self) -> None:
         program = network.build_program(self.target)
         links = network.LinkOptions(self.options.bandwidth_mbit, self.options.delay)
-        self.net = FabricNet(self.fabric, self.target, self.run_dir, links, self.options.verbose)
+        if self.options.tls:
+            self.tls = pki.make_pki(self.run_dir / "keys", servers=[sw.name for sw in self.fabric.switches()],
+                                    clients=["sm"])
+        self.net = FabricNet(self.fabric, self.target, self.run_dir, links, self.options.verbose, self.tls)
         self._record()
         doc = topofile.topology_document(self.fabric, self.net.addresses, self.partitions,
                                          self.options.routing)
@@ -220,6 +228,10 @@ class FabricRun:
                 "--policy", self.options.policy, "--p4info", str(program.p4info),
                 "--config", str(program.json), "--keys", str(self.key_file("sm")),
                 "--quiet-period", str(self.options.quiet_period), *self.options.sm_args]
+        if self.tls:
+            client = self.tls.clients["sm"]
+            argv += ["--tls-cacert", str(self.tls.cacert), "--tls-cert", str(client.cert),
+                     "--tls-key", str(client.key)]
         with open(self.run_dir / "logs" / "sm.out", "ab") as out:
             self.sm = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                        start_new_session=True)
@@ -335,7 +347,8 @@ class FabricRun:
         """What is running and where (printed by the launcher before the CLI)."""
         assert self.net is not None
         lines = [f"run directory {self.run_dir}", f"{self.fabric.name} on {self.target.name}: "
-                 f"{len(self.net.grpc_ports)} switches, {len(self.hosts)} hosts"]
+                 f"{len(self.net.grpc_ports)} switches, {len(self.hosts)} hosts"
+                 + (f", P4Runtime over mutual TLS (CA {self.tls.cacert})" if self.tls else "")]
         lines += [f"  {name:8s} P4Runtime {addr}" for name, addr in self.net.addresses.items()]
         for host in self.hosts.values():
             parts = ",".join(p.name for p in self.partitions if host.name in p.members)

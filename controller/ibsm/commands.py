@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import finsy as fy
 from ibsec import keys
 from ibsec.marking import TopologyTooLarge
 
@@ -65,6 +66,9 @@ def _parser() -> argparse.ArgumentParser:
                      help="seconds before a key MAD is resent")
     run.add_argument("--key-attempts", type=int, default=KeyOptions.attempts, help="sends per key MAD")
     run.add_argument("--no-keys", action="store_true", help="do not distribute keys")
+    run.add_argument("--tls-cacert", type=Path, help="P4Runtime over TLS: the CA of the switches' certs")
+    run.add_argument("--tls-cert", type=Path, help="mutual TLS: the SM's certificate (with --tls-key)")
+    run.add_argument("--tls-key", type=Path, help="mutual TLS: the SM's private key (mode 0600)")
     run.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     for name, helptext in (("traceback", "traceback results of a run"), ("status", "state of a running SM"),
                            ("partitions", "partitions, memberships and multicast groups of a running SM")):
@@ -159,8 +163,23 @@ def build(args: argparse.Namespace) -> tuple[SubnetManager, Path]:
                         generated_keys=key_db.parent / f"{key_db.stem}-generated.keys",
                         sif=SifOptions(quiet_period=args.quiet_period, poll_interval=args.poll_interval),
                         traps=TrapOptions(suppress_window=args.suppress_window),
-                        keys=KeyOptions(timeout=args.key_timeout, attempts=args.key_attempts))
+                        keys=KeyOptions(timeout=args.key_timeout, attempts=args.key_attempts),
+                        tls=_tls(args))
+    if options.tls is not None:
+        logging.getLogger("ibsm").info("P4Runtime over TLS: switches checked against %s%s", args.tls_cacert,
+                                       f", the SM presents {args.tls_cert}" if args.tls_cert else "")
     return SubnetManager(topo, partitions, store, options), args.control or run_dir / "sm.sock"
+
+
+def _tls(args: argparse.Namespace) -> fy.GRPCCredentialsTLS | None:
+    """The switches' TLS settings from --tls-cacert [--tls-cert --tls-key] (None: plaintext)."""
+    if (args.tls_cert is None) != (args.tls_key is None):
+        raise SmConfigError("--tls-cert and --tls-key go together")
+    if args.tls_cacert is None:
+        if args.tls_cert is not None:
+            raise SmConfigError("--tls-cert needs --tls-cacert (the CA that signed the switches)")
+        return None
+    return fy.GRPCCredentialsTLS(cacert=args.tls_cacert, cert=args.tls_cert, private_key=args.tls_key)
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -52,6 +52,9 @@ class SmOptions:
     sif: SifOptions = field(default_factory=SifOptions)
     traps: TrapOptions = field(default_factory=TrapOptions)
     keys: KeyOptions = field(default_factory=KeyOptions)
+    tls: fy.GRPCCredentialsTLS | None = None
+    """P4Runtime over TLS: the CA that signed the switches' certificates and, for mutual TLS, the SM's own
+    certificate and key (None: plaintext)"""
 
 
 class SmConfigError(ValueError):
@@ -64,6 +67,11 @@ def check_options(options: SmOptions) -> None:
     for what, path in (("P4Info", options.p4info), ("program", options.p4blob)):
         if not path.is_file():
             raise SmConfigError(f"{what} {path} not found (run `make build`)")
+    if options.tls is not None:
+        for what, tls_file in (("CA certificate", options.tls.cacert), ("certificate", options.tls.cert),
+                               ("private key", options.tls.private_key)):
+            if isinstance(tls_file, Path) and not tls_file.is_file():
+                raise SmConfigError(f"TLS {what} {tls_file} not found")
     if options.traps.suppress_window >= options.sif.quiet_period:
         raise SmConfigError(f"trap suppression window {options.traps.suppress_window} s must be shorter than "
                             f"the SIF quiet period {options.sif.quiet_period} s")
@@ -112,7 +120,8 @@ class SubnetManager:
     def _new_switch(self, name: str) -> fy.Switch:
         spec = self.topo.switch(name)
         opts = fy.SwitchOptions(p4info=self.options.p4info, p4blob=self.options.p4blob,
-                                device_id=spec.device_id, ready_handler=self._ready_handler)
+                                device_id=spec.device_id, ready_handler=self._ready_handler,
+                                channel_credentials=self.options.tls)
         sw = fy.Switch(name, spec.address, opts)
         sw.ee.add_listener(fy.SwitchEvent.CHANNEL_DOWN, self._on_down)
         return sw

@@ -50,7 +50,6 @@ def test_bad_partitions_and_options(tmp_path: Path) -> None:
     assert done.returncode == 2 and "no SM answers on" in done.stderr
 
 
-
 def test_partition_warnings_are_printed_and_logged(tmp_path: Path) -> None:
     """What OpenSM only logs about a partitions.conf, `sm run` prints (line:column) and logs, and goes on."""
     conf = tmp_path / "partitions.conf"
@@ -62,6 +61,16 @@ def test_partition_warnings_are_printed_and_logged(tmp_path: Path) -> None:
         f"sm: warning: {conf}:1:14: unknown partition flag 'pci' - ignored",
         f"sm: warning: {conf}:1:41: 0x000000fffe000000=root: not full, limited or both - read as limited"]
     assert "unknown partition flag 'pci'" in (tmp_path / "logs" / "sm.log").read_text()
+
+
+@pytest.mark.parametrize(("tls", "expected"), [
+    (["--tls-cert", "sm.pem"], "--tls-cert and --tls-key go together"),
+    (["--tls-cert", "sm.pem", "--tls-key", "sm.key"], "--tls-cert needs --tls-cacert"),
+    (["--tls-cacert", "missing-ca.pem"], "TLS CA certificate missing-ca.pem not found"),
+])
+def test_bad_tls_options_stop_with_a_clear_message(tmp_path: Path, tls: list[str], expected: str) -> None:
+    done = _sm("run", "--topology", str(DATA / "mesh-2x2.json"), "--run-dir", str(tmp_path), *tls)
+    assert done.returncode == 2 and expected in done.stderr and "Traceback" not in done.stderr
 
 
 def test_traceback_table_json_and_png(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
