@@ -112,66 +112,83 @@ def exercises(tutorials: Path) -> list[Path]:
 
 
 def test_every_exercise_builds_and_its_solution_takes_its_runtime_config(
-        tutorials: Path, env: dict[str, str], client: Path) -> None:
+        tutorials: Path, env: dict[str, str], client: Path, tmp_path: Path) -> None:
     found = exercises(tutorials)
     assert found
+    plan = []
     for exercise in found:
         run(["make", "build"], exercise, env)  # the exercise as shipped, TODOs and all
         for command in tut.solution_builds(exercise, env):
             run(["sh", "-c", command], exercise, env)
         topo, _ = tut.run_command(exercise, env)
-        program_switches(exercise, exercise / topo, env, client)
+        in_topology = sorted(json.loads((exercise / topo).read_text())["switches"].items())
+        plan += [{"exercise": str(exercise), "switch": name, "device": device, "conf": params["runtime_json"],
+                  "cpu_port": params.get("cpu_port")}
+                 for device, (name, params) in enumerate(in_topology) if "runtime_json" in params]
+    with Switches(env, tmp_path) as switches:
+        for step in plan:
+            step["addr"] = switches.address(int(step["device"]), step["cpu_port"])
+        switches.wait_ready()
+        output = run([str(client / "bin" / "python"), "-c", CONTROLLER, str(tutorials / "utils"),
+                      json.dumps(plan)], tutorials, env, timeout=600)
+    assert "ERROR" not in output, output
+    read = [json.loads(line[5:]) for line in output.splitlines() if line.startswith("READ ")]
+    assert len(read) == len(plan), output
+    for step, tables in zip(plan, read, strict=True):
+        conf = json.loads((Path(str(step["exercise"])) / str(step["conf"])).read_text())
+        wanted = Counter(e["table"] for e in conf.get("table_entries", []) if not e.get("default_action"))
+        assert {t: tables.get(t, 0) for t in wanted} == dict(wanted), f"{step['exercise']} {step['conf']}"
 
 
 CONTROLLER = """
-import collections, json, sys
+import collections, json, os, sys
 sys.path.insert(0, sys.argv[1])
 import p4runtime_lib.bmv2, p4runtime_lib.helper
 import p4runtime_lib.simple_controller as controller
-for switch in json.loads(sys.argv[2]):
-    with open(switch["conf"]) as conf:
-        controller.program_switch(addr=switch["addr"], device_id=switch["device"], sw_conf_file=conf,
-                                  workdir=".", proto_dump_fpath=switch["dump"], runtime_json=switch["conf"])
-    info = p4runtime_lib.helper.P4InfoHelper(json.load(open(switch["conf"]))["p4info"])
-    reader = p4runtime_lib.bmv2.Bmv2SwitchConnection(address=switch["addr"], device_id=switch["device"])
+for step in json.loads(sys.argv[2]):
+    os.chdir(step["exercise"])
+    with open(step["conf"]) as conf:
+        controller.program_switch(addr=step["addr"], device_id=step["device"], sw_conf_file=conf, workdir=".",
+                                  proto_dump_fpath=f"logs/{step['switch']}-p4runtime-requests.txt",
+                                  runtime_json=step["conf"])
+    info = p4runtime_lib.helper.P4InfoHelper(json.load(open(step["conf"]))["p4info"])
+    reader = p4runtime_lib.bmv2.Bmv2SwitchConnection(address=step["addr"], device_id=step["device"])
     tables = collections.Counter(info.get_tables_name(e.table_entry.table_id)
                                  for r in reader.ReadTableEntries() for e in r.entities)
     reader.shutdown()
-    print("READ", json.dumps({"addr": switch["addr"], "tables": tables}))
+    print("READ", json.dumps(tables), flush=True)
 """
 """run_exercise.py's programming of each switch (its program_switch_p4runtime), then every table read
-back with the tutorials' own client"""
+back with the tutorials' own client; one process for every exercise"""
 
 
-def program_switches(exercise: Path, topology: Path, env: dict[str, str], client: Path) -> None:
-    """A switch for each switch of the topology with a runtime JSON, programmed as run_exercise.py does."""
-    switches = {name: params for name, params in json.loads(topology.read_text())["switches"].items()
-                if "runtime_json" in params}
-    procs: list[tuple[subprocess.Popen[bytes], Path]] = []
-    plan: list[dict[str, str | int]] = []
-    try:
-        for device, (name, params) in enumerate(sorted(switches.items())):
+class Switches:
+    """simple_switch_grpc processes, one per device id and CPU port, reused from exercise to exercise (each
+    SetForwardingPipelineConfig replaces the program and its entries); stopped by pid."""
+
+    def __init__(self, env: dict[str, str], logs: Path) -> None:
+        self.env, self.logs = env, logs
+        self.running: dict[tuple[int, int | None], tuple[subprocess.Popen[bytes], str, Path]] = {}
+
+    def address(self, device: int, cpu_port: int | None) -> str:
+        """The P4Runtime address of the switch with this device id and CPU port (started if new)."""
+        if (device, cpu_port) not in self.running:
             port = free_tcp_port()
-            target = ["--", "--grpc-server-addr", f"127.0.0.1:{port}"]
-            target += ["--cpu-port", str(params["cpu_port"])] if "cpu_port" in params else []
-            log = exercise / "logs" / f"{name}.switch.out"
+            argv = ["simple_switch_grpc", "--device-id", str(device), "--no-p4", "--",
+                    "--grpc-server-addr", f"127.0.0.1:{port}"]
+            argv += ["--cpu-port", str(cpu_port)] if cpu_port is not None else []
+            log = self.logs / f"switch-{device}-{cpu_port}.out"
             with open(log, "w") as out:
-                procs.append((subprocess.Popen(["simple_switch_grpc", "--device-id", str(device), "--no-p4",
-                                                *target], cwd=exercise, env=env, stdout=out,
-                                               stderr=subprocess.STDOUT), log))
-            plan.append({"addr": f"127.0.0.1:{port}", "device": device, "conf": params["runtime_json"],
-                         "dump": f"logs/{name}-p4runtime-requests.txt"})
-        for proc, log in procs:
+                proc = subprocess.Popen(argv, env=self.env, stdout=out, stderr=subprocess.STDOUT)
+            self.running[device, cpu_port] = proc, f"127.0.0.1:{port}", log
+        return self.running[device, cpu_port][1]
+
+    def wait_ready(self) -> None:
+        for proc, _, log in self.running.values():
             tut.wait_for_output(proc, log, "listening", 60)
-        output = run([str(client / "bin" / "python"), "-c", CONTROLLER, str(exercise.parents[1] / "utils"),
-                      json.dumps(plan)], exercise, env)
-    finally:
-        assert [tut.stop(proc) for proc, _ in procs] == [0] * len(procs)
-    assert "ERROR" not in output, f"{exercise.name}:\n{output}"
-    read = {doc["addr"]: doc["tables"] for line in output.splitlines() if line.startswith("READ ")
-            for doc in [json.loads(line[5:])]}
-    for switch in plan:
-        conf = json.loads((exercise / str(switch["conf"])).read_text())
-        wanted = Counter(e["table"] for e in conf.get("table_entries", []) if not e.get("default_action"))
-        got = read[str(switch["addr"])]
-        assert {t: got.get(t, 0) for t in wanted} == dict(wanted), f"{exercise.name} {switch['conf']}"
+
+    def __enter__(self) -> Switches:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert [tut.stop(proc) for proc, _, _ in self.running.values()] == [0] * len(self.running)
