@@ -52,18 +52,40 @@ def print_versions(args: argparse.Namespace) -> int:
     return 0
 
 
+class TlsFileError(ValueError):
+    """A TLS file is not what its option says (the message names the file, never its content)."""
+
+
 def tls_credentials(tls: options.TlsOptions, log: logging.Logger) -> grpc.ServerCredentials:
-    """Server credentials from the PEM files (read once at start). Raises OSError."""
-    with open(tls.key, "rb") as f:
-        key = f.read()
+    """Server credentials from the PEM files (read once at start), checked first so that a wrong file is
+    named instead of gRPC's "cannot listen". Raises OSError, TlsFileError."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
+    def read(path: str) -> bytes:
+        with open(path, "rb") as f:
+            return f.read()
+
+    cert, key = read(tls.cert), read(tls.key)
+    cacert = read(tls.cacert) if tls.cacert else None
     if os.stat(tls.key).st_mode & (stat.S_IRWXG | stat.S_IRWXO):
         log.warning("the TLS key %s can be read by other users (chmod 600 it)", tls.key)
-    with open(tls.cert, "rb") as f:
-        cert = f.read()
-    cacert = None
-    if tls.cacert:
-        with open(tls.cacert, "rb") as f:
-            cacert = f.read()
+    try:
+        chain = x509.load_pem_x509_certificates(cert)
+    except ValueError:
+        raise TlsFileError(f"--grpc-server-cert {tls.cert} is not a PEM certificate") from None
+    try:
+        private = serialization.load_pem_private_key(key, password=None)
+    except (ValueError, TypeError):
+        raise TlsFileError(f"--grpc-server-key {tls.key} is not an unencrypted PEM private key") from None
+    spki = serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    if chain[0].public_key().public_bytes(*spki) != private.public_key().public_bytes(*spki):
+        raise TlsFileError(f"--grpc-server-key {tls.key} is not the key of {tls.cert}")
+    if cacert is not None:
+        try:
+            x509.load_pem_x509_certificates(cacert)
+        except ValueError:
+            raise TlsFileError(f"--grpc-server-cacert {tls.cacert} is not a PEM certificate") from None
     return grpc.ssl_server_credentials([(key, cert)], root_certificates=cacert,
                                        require_client_auth=tls.client_auth)
 
@@ -94,6 +116,9 @@ def start(args: argparse.Namespace, log: logging.Logger
         credentials = tls_credentials(args.tls, log) if args.tls else None
     except OSError as err:
         print(f"p4switch: cannot read TLS file {err.filename}: {err.strerror}", file=sys.stderr)
+        return None
+    except TlsFileError as err:
+        print(f"p4switch: {err}", file=sys.stderr)
         return None
     if args.program:
         try:
@@ -128,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as err:
         print(f"p4switch: cannot open the log file {err.filename}: {err.strerror}", file=sys.stderr)
         return 2
+    stop = stop_on_signals(log)
     for note in options.notes(args):
         log.info("%s", note)
         if not args.log_console:  # stdout is the log then: one line is enough
@@ -142,12 +168,12 @@ def main(argv: list[str] | None = None) -> int:
              ", ".join(f"{n}@{i}" for n, i in args.ports) or "none")
     print(f"p4switch: device {args.device_id} P4Runtime server listening on {host}:{grpc_port} ({scheme})",
           flush=True)
-    return run(device, dataplane, service, server, log)
+    return run(device, dataplane, service, server, log, stop)
 
 
-def run(device: Device, dataplane: Ports, service: P4RuntimeService, server: grpc.Server,
-        log: logging.Logger) -> int:
-    """Serve until SIGTERM or SIGINT, then stop everything."""
+def stop_on_signals(log: logging.Logger) -> threading.Event:
+    """An event SIGTERM and SIGINT set: installed before anything starts, so that a signal arriving while
+    the switch starts (right after its "listening" line, say) still stops it cleanly."""
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
@@ -156,6 +182,12 @@ def run(device: Device, dataplane: Ports, service: P4RuntimeService, server: grp
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    return stop
+
+
+def run(device: Device, dataplane: Ports, service: P4RuntimeService, server: grpc.Server,
+        log: logging.Logger, stop: threading.Event) -> int:
+    """Serve until ``stop`` is set, then stop everything."""
     try:
         dataplane.run(stop)
         while not stop.wait(0.5):  # pcap input replayed: keep serving P4Runtime

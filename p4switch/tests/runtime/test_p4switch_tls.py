@@ -5,6 +5,7 @@ The certificates come from p4switch.pki (one CA per test, and a second, foreign 
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import grpc
@@ -101,3 +102,25 @@ def test_pki_keys_are_private_and_certificates_name_the_loopback(ours: pki.Pki) 
     names = server.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert [str(ip) for ip in names.get_values_for_type(x509.IPAddress)] == ["127.0.0.1"]
     assert sorted(ours.cacert.parent.iterdir()) == sorted(ours.files())  # the CA's key is never written
+
+
+def test_wrong_tls_files_are_named_and_the_switch_does_not_start(tmp_path: Path, ours: pki.Pki,
+                                                                 foreign: pki.Pki) -> None:
+    server, stranger = ours.servers["s1"], foreign.servers["s1"]
+    garbage = tmp_path / "garbage.pem"
+    garbage.write_text("not a certificate\n")
+    cases = [
+        (server.cert, garbage, None, f"--grpc-server-key {garbage} is not an unencrypted PEM private key"),
+        (garbage, server.key, None, f"--grpc-server-cert {garbage} is not a PEM certificate"),
+        (server.cert, stranger.key, None, f"--grpc-server-key {stranger.key} is not the key of {server.cert}"),
+        (server.cert, server.key, garbage, f"--grpc-server-cacert {garbage} is not a PEM certificate"),
+        (server.cert, tmp_path / "missing.key", None, "cannot read TLS file"),
+    ]
+    for cert, key, cacert, message in cases:
+        argv = ["--no-p4", "--", "--grpc-server-addr", "127.0.0.1:0", "--grpc-server-ssl",
+                "--grpc-server-cert", str(cert), "--grpc-server-key", str(key)]
+        argv += ["--grpc-server-cacert", str(cacert)] if cacert else []
+        done = subprocess.run([str(harness.VENV_BIN / "p4switch"), *argv], capture_output=True, text=True,
+                              timeout=60)
+        assert done.returncode == 2 and message in done.stderr, (message, done.stderr)
+        assert "BEGIN" not in done.stderr  # no key or certificate material in the message
