@@ -112,7 +112,7 @@ def test_wrong_tls_files_are_named_and_the_switch_does_not_start(tmp_path: Path,
     cases = [
         (server.cert, garbage, None, f"--grpc-server-key {garbage} is not an unencrypted PEM private key"),
         (garbage, server.key, None, f"--grpc-server-cert {garbage} is not a PEM certificate"),
-        (server.cert, stranger.key, None, f"--grpc-server-key {stranger.key} is not the key of {server.cert}"),
+        (server.cert, stranger.key, None, f"{stranger.key} is not the key of {server.cert}"),
         (server.cert, server.key, garbage, f"--grpc-server-cacert {garbage} is not a PEM certificate"),
         (server.cert, tmp_path / "missing.key", None, "cannot read TLS file"),
     ]
