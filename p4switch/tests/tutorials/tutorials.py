@@ -38,6 +38,8 @@ def missing() -> str | None:
     """Why the tutorials tests cannot run here, or None."""
     if not (TUTORIALS / "utils" / "run_exercise.py").is_file():
         return f"p4lang/tutorials not found at {TUTORIALS}"
+    if os.geteuid() != 0:
+        return "the tutorials' flows need root (network namespaces, Mininet, veths)"
     return None
 
 
