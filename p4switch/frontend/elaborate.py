@@ -89,6 +89,7 @@ class Ctx:
     stack_next: dict[str, int] | None = None  # parsers: nextIndex of each header stack in the current state
     pre: list[IR] | None = None  # statements a function call inside the current statement's expressions needs
     in_action: int = 0  # nesting depth of action bodies being lowered (no table may be applied there)
+    exit_copy_out: list[IR] = field(default_factory=list)  # what an `exit` copies out first (inline_action)
 
 
 @dataclass
@@ -1011,9 +1012,15 @@ class Elaborator:
         copy_in, copy_out, scope = self.bind_params(params, args, arg_nodes, pos, ctx)
         saved_scopes = ctx.scopes
         ctx.scopes = ([self.globals] if sym.control is None else list(ctx.scopes)) + [scope]
+        if not ctx.in_action:
+            # As p4c (and so BMv2): an `exit` copies out the parameters of the action called from the
+            # control's body, not those of the actions that one calls.
+            ctx.exit_copy_out = copy_out
         ctx.in_action += 1
         body = self.block(tree.children[3], ctx, new_scope=False)
         ctx.in_action -= 1
+        if not ctx.in_action:
+            ctx.exit_copy_out = []
         ctx.scopes = saved_scopes
         return copy_in + body + copy_out
 
@@ -1074,13 +1081,14 @@ class Elaborator:
             ref = {"op": "var", "name": var, "type": t.json()}
             scope[self.name(p.children[3])] = Sym("var", t, var, readonly=direction in ("dir_in", "dir_none"))
             if direction in ("dir_out", "dir_inout"):
-                if not a.lv:
+                target: Value = a.extra.get("lvalue", a)  # the place, when its value was read earlier
+                if not target.lv:
                     raise type_error(self.pos(node), "an out/inout argument must be an lvalue")
                 if a.t != t:
                     raise type_error(
                         self.pos(node), f"argument of type {a.t} for an out parameter of type {t}"
                     )
-                copy_out.append({"s": "assign", "lhs": a.ir, "rhs": ref, "src": str(pos)})
+                copy_out.append({"s": "assign", "lhs": target.ir, "rhs": ref, "src": str(pos)})
             if direction != "dir_out":
                 out.append({"s": "assign", "lhs": ref, "rhs": self.coerce(a, t, node).ir, "src": str(pos)})
         return out, copy_out, scope
@@ -1158,7 +1166,7 @@ class Elaborator:
         if d in ("exit_stmt", "return_stmt") and ctx.kind == "parser":
             raise type_error(self.pos(node), f"{d.split('_')[0]} is not allowed in a parser")
         if d == "exit_stmt":
-            return [{"s": "exit", "src": src}]
+            return [dict(s) for s in ctx.exit_copy_out] + [{"s": "exit", "src": src}]
         if d == "return_stmt":
             if kids(node):
                 raise unsupported(self.pos(node), "return with a value")
@@ -1363,12 +1371,12 @@ class Elaborator:
             if not as_stmt:
                 raise type_error(pos, "an action call is a statement")
             return self.inline_action(
-                callee.extra["sym"], [self.expr(a, ctx) for a in arg_nodes], arg_nodes, pos, ctx
+                callee.extra["sym"], self.operands(arg_nodes, ctx), arg_nodes, pos, ctx
             ), None
         if kind == "extern_fn":
             return self.extern_fn(callee.t.name, arg_nodes, targs, node, ctx), None
         if kind == "function":
-            args = [self.expr(a, ctx) for a in arg_nodes]
+            args = self.operands(arg_nodes, ctx)
             stmts, result = self.inline_function(callee.extra["sym"], args, arg_nodes, pos, ctx)
             if as_stmt:
                 return stmts, None
@@ -1709,6 +1717,71 @@ class Elaborator:
             ir_args = [index(0), self.coerce(args[1], self.type_from_json(inst["type"]), nodes[1]).ir]
         return [{"s": "method", "instance": inst["name"], "method": method, "args": ir_args, "src": src}]
 
+    # ------------------------------------------------------------------ order of side effects
+    # A function call inside an expression runs as statements queued in ctx.pre before the statement
+    # that uses its value. These helpers keep P4's order: operands are read left to right (a value read
+    # before a later operand's call is copied first), and `&&`, `||`, `?:` run only the calls of the
+    # operands they evaluate.
+    def pre_mark(self, ctx: Ctx | None) -> int:
+        return len(ctx.pre) if ctx is not None and ctx.pre is not None else 0
+
+    def take_pre(self, ctx: Ctx | None, mark: int) -> list[IR]:
+        """The statements queued since `mark`, removed from ctx.pre (to run them conditionally)."""
+        if ctx is None or ctx.pre is None:
+            return []
+        taken = ctx.pre[mark:]
+        del ctx.pre[mark:]
+        return taken
+
+    def operands(self, nodes: list[Node], ctx: Ctx | None) -> list[Value]:
+        """Evaluate left to right; a value a later operand's call could change is read into a temporary."""
+        values: list[Value] = []
+        ends: list[int] = []
+        for n in nodes:
+            values.append(self.expr(n, ctx))
+            ends.append(self.pre_mark(ctx))
+        for i in range(len(values) - 2, -1, -1):
+            if ends[-1] > ends[i]:
+                values[i] = self.spill(values[i], ends[i], ctx, self.src(nodes[i]))
+        return values
+
+    def spill(self, v: Value, at: int, ctx: Ctx | None, src: str) -> Value:
+        """Copy a run-time value to a fresh local by a statement inserted at ctx.pre[at]."""
+        if ctx is None or ctx.pre is None or v.const is not None or not v.ir:
+            return v
+        if v.t.k not in ("bit", "int", "bool", "header", "struct", "error", "enum"):
+            return v
+        var = self.add_local(ctx, "tmp", v.t)
+        ref = {"op": "var", "name": var, "type": v.t.json()}
+        ctx.pre.insert(at, {"s": "assign", "lhs": ref, "rhs": v.ir, "src": src})
+        return Value(ref, v.t, extra={"lvalue": v} if v.lv else {})
+
+    def short_circuit(self, node: PTree, ctx: Ctx | None, op: str) -> Value:
+        """`a && b`, `a || b`: b (and the calls in it) is evaluated only when a does not decide."""
+        a = self.coerce(self.expr(node.children[0], ctx), BOOL, node.children[0])
+        mark = self.pre_mark(ctx)
+        b = self.coerce(self.expr(node.children[-1], ctx), BOOL, node.children[-1])
+        b_pre = self.take_pre(ctx, mark)
+        if a.const is not None:
+            if bool(a.const) == (op == "||"):
+                return const(bool(a.const), BOOL)
+            if ctx is not None and ctx.pre is not None:
+                ctx.pre.extend(b_pre)
+            return b
+        if not b_pre:
+            return self.binop_ir(op, a, b, BOOL)
+        assert ctx is not None and ctx.pre is not None
+        var = self.add_local(ctx, "cond", BOOL)
+        ref = {"op": "var", "name": var, "type": BOOL.json()}
+        test = ref if op == "&&" else {"op": "unary", "operator": "!", "expr": ref, "type": BOOL.json()}
+        src = self.src(node)
+        then = b_pre + [{"s": "assign", "lhs": ref, "rhs": b.ir, "src": src}]
+        ctx.pre += [
+            {"s": "assign", "lhs": ref, "rhs": a.ir, "src": src},
+            {"s": "if", "cond": test, "then": then, "else": [], "src": src},
+        ]
+        return Value(ref, BOOL)
+
     # ------------------------------------------------------------------ expressions
     def lookup_sym(self, name: str, node: Node, ctx: Ctx | None) -> Sym:
         scopes = ctx.scopes if ctx else [self.globals]
@@ -1917,7 +1990,7 @@ class Elaborator:
 
     def x_list_expr(self, node: PTree, ctx: Ctx | None) -> Value:
         nodes = kids(kids(node)[0]) if kids(node) else []
-        items = [self.expr(n, ctx) for n in nodes]
+        items = self.operands(nodes, ctx)
         return Value({}, Type("list"), extra={"items": items, "nodes": nodes})
 
     def x_struct_expr(self, node: PTree, ctx: Ctx | None) -> Value:
@@ -1972,12 +2045,9 @@ class Elaborator:
         return a, b
 
     def binary(self, node: PTree, ctx: Ctx | None, op: str) -> Value:
-        a, b = self.expr(node.children[0], ctx), self.expr(node.children[-1], ctx)
         if op in ("&&", "||"):
-            a, b = self.coerce(a, BOOL, node.children[0]), self.coerce(b, BOOL, node.children[-1])
-            if a.const is not None and b.const is not None:
-                return const(bool(a.const and b.const) if op == "&&" else bool(a.const or b.const), BOOL)
-            return self.binop_ir(op, a, b, BOOL)
+            return self.short_circuit(node, ctx, op)
+        a, b = self.operands([node.children[0], node.children[-1]], ctx)
         if op in ("<<", ">>"):
             return self.shift(a, b, op, node)
         a, b = self.unify(a, b, op, node)
@@ -2048,7 +2118,7 @@ class Elaborator:
         return self.binop_ir(op, a, b, a.t)
 
     def x_concat(self, node: PTree, ctx: Ctx | None) -> Value:
-        a, b = self.expr(node.children[0], ctx), self.expr(node.children[1], ctx)
+        a, b = self.operands([node.children[0], node.children[1]], ctx)
         if not (a.t.is_bits and b.t.is_bits):
             raise type_error(self.pos(node), f"++ needs bit<W>/int<W> operands, got {a.t} and {b.t}")
         t = Type(a.t.k, a.t.w + b.t.w)
@@ -2076,14 +2146,47 @@ class Elaborator:
 
     def x_mux(self, node: PTree, ctx: Ctx | None) -> Value:
         cond = self.coerce(self.expr(node.children[0], ctx), BOOL, node.children[0])
-        a, b = self.expr(node.children[1], ctx), self.expr(node.children[2], ctx)
+        mark = self.pre_mark(ctx)
+        a = self.expr(node.children[1], ctx)
+        a_pre = self.take_pre(ctx, mark)
+        b = self.expr(node.children[2], ctx)
+        b_pre = self.take_pre(ctx, mark)
         if cond.const is not None:
+            if ctx is not None and ctx.pre is not None:
+                ctx.pre.extend(a_pre if cond.const else b_pre)
             return a if cond.const else b
+        if a_pre or b_pre:
+            return self.mux_with_calls(node, ctx, cond, (a, a_pre), (b, b_pre))
         if a.t.k == "infint" and b.t.k == "infint":
             # `c ? 1 : 0`: the width comes from where the value goes (see coerce)
             return Value({}, INFINT, extra={"mux": (cond, a, b)})
         a, b = self.unify(a, b, "?:", node)
         return Value({"op": "mux", "cond": cond.ir, "then": a.ir, "else": b.ir, "type": a.t.json()}, a.t)
+
+    def mux_with_calls(
+        self,
+        node: PTree,
+        ctx: Ctx | None,
+        cond: Value,
+        then: tuple[Value, list[IR]],
+        other: tuple[Value, list[IR]],
+    ) -> Value:
+        """`c ? f(x) : g(y)`: an if/else that runs only the chosen branch's calls, into a temporary."""
+        assert ctx is not None and ctx.pre is not None
+        a, b = self.unify(then[0], other[0], "?:", node)
+        var = self.add_local(ctx, "mux", a.t)
+        ref = {"op": "var", "name": var, "type": a.t.json()}
+        src = self.src(node)
+        ctx.pre.append(
+            {
+                "s": "if",
+                "cond": cond.ir,
+                "then": then[1] + [{"s": "assign", "lhs": ref, "rhs": a.ir, "src": src}],
+                "else": other[1] + [{"s": "assign", "lhs": ref, "rhs": b.ir, "src": src}],
+                "src": src,
+            }
+        )
+        return Value(ref, a.t)
 
     def x_pos_op(self, node: PTree, ctx: Ctx | None) -> Value:
         return self.expr(node.children[0], ctx)
