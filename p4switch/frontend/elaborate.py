@@ -756,6 +756,7 @@ class Elaborator:
             if prop.data == "entries_prop":
                 table["entries_const"] = prop.children[1].data == "is_const"
                 table["entries"] = self.table_entries(prop, table, ctx)
+                self.order_entries(table, prop, ctx)
         if table["default_action"] is None:
             table["default_action"] = {"name": "NoAction", "args": [], "const": False}
             if "NoAction" not in [a["name"] for a in table["actions"]]:
@@ -819,12 +820,11 @@ class Elaborator:
                     raise type_error(self.pos(value), f"{inst['name']} is already used by {inst['table']}")
                 inst["table"] = table["name"]
                 table["direct_counter" if pname == "counters" else "direct_meter"] = inst["name"]
-        elif pname in ("support_timeout", "largest_priority_wins", "priority_delta"):
-            v = self.expr(value, ctx)
-            if pname == "support_timeout" and v.const is True:
+        elif pname == "support_timeout":
+            if self.expr(value, ctx).const is True:
                 table["support_timeout"] = True
-            elif pname != "support_timeout":
-                raise unsupported(self.pos(prop), f"table property {pname}")
+        elif pname in ("largest_priority_wins", "priority_delta"):
+            pass  # read with the entries (order_entries)
         else:
             raise unsupported(self.pos(prop), f"table property {pname}")
 
@@ -886,10 +886,7 @@ class Elaborator:
         needs_priority = any(k["match"] in ("ternary", "range", "optional") for k in keys)
         entries = []
         raw = prop.children[2:]
-        explicit = [e for e in raw if e.children[1] is not None]
-        if explicit and len(explicit) != len(raw):
-            raise unsupported(self.pos(prop), "mixing entries with and without priority")
-        for i, e in enumerate(raw):
+        for e in raw:
             ks = e.children[2]
             elems = kids(ks) if ks.data == "tuple_keyset" else [ks]
             if len(elems) == 1 and elems[0].data == "ks_default" and len(keys) > 1:
@@ -900,21 +897,44 @@ class Elaborator:
                 )
             match = [self.entry_match(el, k) for el, k in zip(elems, keys, strict=True)]
             name, args = self.action_call(e.children[3], table, ctx, "table_only")
-            if e.children[1] is not None:
-                if str(e.children[1].children[0]) != "priority":
-                    raise type_error(self.pos(e.children[1]), "expected `priority = N :` before the keyset")
-                priority = self.const_int(e.children[1].children[1], ctx)
-            else:
-                priority = len(raw) - i if needs_priority else 0
             entries.append(
                 {
                     "match": match,
                     "action": {"name": name, "args": args},
-                    "priority": priority,
+                    "priority": 1 if needs_priority else 0,
                     "src": self.src(e),
                 }
             )
         return entries
+
+    def order_entries(self, table: IR, prop: PTree, ctx: Ctx) -> None:
+        """Entry priorities (larger wins, as P4Runtime) that give the order BMv2 runs p4c's entries in.
+
+        p4c's BMv2 back end numbers each entry by its position, or by its `@priority(N)` annotation, and
+        BMv2 runs the smallest number first (the earlier entry on a tie). `priority = N:` (allowed only
+        in non-const `entries`, the first entry first) does not change that order: it is for P4Runtime.
+        """
+        raw = prop.children[2:]
+        needs_priority = bool(raw) and table["entries"][0]["priority"] > 0
+        given = [e.children[1] for e in raw if e.children[1] is not None]
+        if given:
+            if not needs_priority or table["entries_const"]:
+                what = "const entries" if table["entries_const"] else "no ternary, range or optional key"
+                raise type_error(self.pos(given[0]), f"entry priority in table {table['name']} with {what}")
+            if raw[0].children[1] is None:
+                raise type_error(self.pos(raw[0]), "the first entry must have a priority")
+            for g in given:
+                if str(g.children[0]) != "priority":
+                    raise type_error(self.pos(g), "expected `priority = N :` before the keyset")
+                self.const_int(g.children[1], ctx)
+        if not needs_priority:
+            return
+        bmv2 = []
+        for position, e in enumerate(raw, 1):
+            annotated = self.annos(e.children[4]).get("priority") or self.annos(e.children[0]).get("priority")
+            bmv2.append(int(annotated[0]) if annotated and isinstance(annotated[0], int) else position)
+        for rank, i in enumerate(sorted(range(len(raw)), key=lambda i: (bmv2[i], i))):
+            table["entries"][i]["priority"] = len(raw) - rank
 
     def entry_match(self, el: PTree, key: IR) -> IR:
         kt = Type(key["type"]["k"], key["type"]["w"])
