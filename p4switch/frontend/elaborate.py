@@ -155,6 +155,12 @@ class Elaborator:
         self.controls: list[IR] = []
         self.meta_type = ""
         self.extern_annos: dict[str, dict[str, list[Any]]] = {}
+        # for P4Info, as p4c writes it: annotations of keys and action parameters, the actions a control
+        # body calls directly (p4c lists those too), field names given by @name
+        self.key_annos: dict[str, list[dict[str, list[Any]]]] = {}
+        self.param_annos: dict[str, list[dict[str, list[Any]]]] = {}
+        self.called_actions: list[str] = []
+        self.field_names: dict[tuple[str, str], str] = {}
 
     # ------------------------------------------------------------------ positions and annotations
     def pos(self, node: Node) -> Pos:
@@ -234,9 +240,11 @@ class Elaborator:
         out = []
         for f in decl.children[2:]:
             if isinstance(f, Tree) and f.data == "field":
-                out.append(
-                    (self.name(f.children[2]), self.resolve_type(f.children[1]), self.annos(f.children[0]), f)
-                )
+                name, annos = self.name(f.children[2]), self.annos(f.children[0])
+                given = annos.get("name")
+                if given and isinstance(given[0], str):
+                    self.field_names[(self.name(decl.children[1]), name)] = given[0]
+                out.append((name, self.resolve_type(f.children[1]), annos, f))
         return out
 
     def decl_header_decl(self, decl: PTree) -> None:
@@ -744,6 +752,7 @@ class Elaborator:
         for prop in props:
             if prop.data == "key_prop":
                 table["keys"] = [self.table_key(k, ctx) for k in prop.children]
+                self.key_annos[fq] = [self.annos(k.children[2]) for k in prop.children]
         for prop in props:
             if prop.data == "actions_prop":
                 table["actions"] = [self.table_action_ref(item, ctx) for item in prop.children]
@@ -772,10 +781,50 @@ class Elaborator:
         if not (v.t.is_bits or v.t.k == "bool"):
             raise type_error(self.pos(k.children[0]), f"table key of type {v.t}")
         annos = self.annos(k.children[2])
-        name = annos["name"][0] if annos.get("name") else self.source_text(k.children[0])
+        name = annos["name"][0] if annos.get("name") else self.key_name(k.children[0], ctx)
         t = bit(1) if v.t.k == "bool" else v.t
         expr = v.ir if v.t.k != "bool" else {"op": "cast", "expr": v.ir, "type": t.json()}
         return {"name": name, "match": kind, "type": t.json(), "expr": expr}
+
+    def key_name(self, node: PTree, ctx: Ctx) -> str:
+        """The name p4c gives a key that has no @name (frontends/p4/tableKeyNames.cpp): paths, fields
+        (their @name; `$valid$` for isValid()), indices, slices, `&` and constants as p4c prints them;
+        the source text for the expressions where p4c asks for a @name."""
+        return self.p4c_key_name(node, ctx) or self.source_text(node)
+
+    def p4c_key_name(self, node: Node, ctx: Ctx) -> str | None:
+        if not isinstance(node, Tree):
+            return None
+        d, parts = node.data, kids(node)
+        if d in ("name_ref", "prefixed_name"):
+            return str(parts[0])
+        if d == "int_lit":
+            text = str(parts[0]).replace("_", "")
+            value, _ = parse_int(text)
+            prefix = re.sub(r"^\d+[ws]", "", text)[:2].lower()
+            return {"0x": f"0x{value:x}", "0b": f"0b{value:b}", "0o": f"0o{value:o}"}.get(prefix, str(value))
+        if d == "member":
+            field = self.name(parts[1])
+            base_type = self.expr(parts[0], ctx).t
+            if base_type.k == "header" and field == "isValid":
+                field = "$valid$"
+            field = self.field_names.get((base_type.name, field), field)
+            base = self.p4c_key_name(parts[0], ctx)
+            return field[1:] if field.startswith(".") else base and f"{base}.{field}"
+        if d == "call":
+            method = self.p4c_key_name(parts[0], ctx)
+            no_args = len(parts) == 1 or not kids(parts[1])
+            return method if method and method.endswith("$valid$") and no_args else None
+        inner = [self.p4c_key_name(n, ctx) for n in parts]
+        if None in inner:
+            return None
+        if d == "index":
+            return f"{inner[0]}[{inner[1]}]"
+        if d == "slice":
+            return f"{inner[0]}[{inner[1]}:{inner[2]}]"
+        if d == "band_op":
+            return f"{inner[0]} & {inner[1]}"
+        return None
 
     def table_action_ref(self, item: PTree, ctx: Ctx) -> IR:
         annos = self.annos(item.children[0])
@@ -836,7 +885,8 @@ class Elaborator:
                 if isinstance(value.children[0], Tree)
                 else self.named_type(value.children[0])
             )
-            fq = self.fq(ctx.prefix, "", annos) if annos.get("name") else table["name"] + "_" + t.name
+            # p4c names it by the property's @name alone (no control prefix); P4Runtime needs one
+            fq = self.fq(None, "", annos) if annos.get("name") else table["name"] + "_" + t.name
             return self.instantiate(t, kids(value.children[1]), fq, value, ctx, annos)
         if value.data != "name_ref":
             raise type_error(self.pos(value), "expected the name of an extern instance")
@@ -988,6 +1038,7 @@ class Elaborator:
         saved = actx.sink
         actx.sink = act["locals"]
         actx.scopes.append({})
+        self.param_annos[sym.ir] = [self.annos(p.children[0]) for p in kids(tree.children[2])]
         for p in kids(tree.children[2]):
             if p.children[1].data != "dir_none":
                 raise unsupported(self.pos(p), "directional parameter in an action called by a table")
@@ -1036,6 +1087,8 @@ class Elaborator:
             # As p4c (and so BMv2): an `exit` copies out the parameters of the action called from the
             # control's body, not those of the actions that one calls.
             ctx.exit_copy_out = copy_out
+            self.called_actions.append(sym.ir)
+            self.action_annos.setdefault(sym.ir, self.annos(tree.children[0]))
         ctx.in_action += 1
         body = self.block(tree.children[3], ctx, new_scope=False)
         ctx.in_action -= 1
@@ -1203,9 +1256,15 @@ class Elaborator:
             cond = self.expr(node.children[0], ctx)
             if cond.t != BOOL:
                 raise type_error(self.pos(node.children[0]), f"if condition must be bool, got {cond.t}")
+            called = len(self.called_actions)
             then = self.branch(node.children[1], ctx)
+            then_called = self.called_actions[called:]
             other = self.branch(node.children[2], ctx) if node.children[2] is not None else []
-            if cond.const is not None:
+            if cond.const is not None:  # the branch folded away calls no action (as in p4c's P4Info)
+                if cond.const:
+                    self.called_actions[called:] = then_called
+                else:
+                    del self.called_actions[called : called + len(then_called)]
                 return then if cond.const else other
             return [{"s": "if", "cond": cond.ir, "then": then, "else": other, "src": src}]
         if d == "switch_stmt":

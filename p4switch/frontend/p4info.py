@@ -122,6 +122,39 @@ def _explicit_id(annos: dict[str, list[Any]]) -> Any:
     return ids[0] if ids else None
 
 
+_NOT_ANNOTATIONS = ("name", "id", "brief", "description")
+"""annotations p4c does not copy into P4Info: they are the name, the id and the documentation"""
+
+
+def annotate(msg: Any, annos: dict[str, list[Any]]) -> None:
+    """Annotations and documentation as p4c writes them (`@name`, `@name("text", 3)`) into a P4Info
+    message with ``annotations`` and ``doc``; one whose argument is not a literal is left out."""
+    for name, args in annos.items():
+        if name in _NOT_ANNOTATIONS or any(arg is None for arg in args):
+            continue
+        rendered = ", ".join(f'"{arg}"' if isinstance(arg, str) else str(arg) for arg in args)
+        msg.annotations.append(f"@{name}({rendered})" if args else f"@{name}")
+    for field in ("brief", "description"):
+        text = annos.get(field)
+        if text and isinstance(text[0], str):
+            setattr(msg.doc, field, text[0])
+
+
+def applied_tables(ir: dict[str, Any]) -> set[str]:
+    """The tables the controls apply: p4c leaves the others (and what only they use) out of P4Info."""
+    found: set[str] = set()
+    todo: list[Any] = [c["body"] for c in ir["controls"]]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, dict):
+            if node.get("s") in ("apply", "switch") or node.get("op") in ("table_hit", "table_miss"):
+                found.add(node["table"])
+            todo.extend(node.values())
+        elif isinstance(node, list):
+            todo.extend(node)
+    return found
+
+
 def _pos(obj: dict[str, Any]) -> Pos:
     file, line, col = obj.get("src", "?:0:0").rsplit(":", 2)
     return Pos(file, int(line), int(col))
@@ -132,6 +165,8 @@ def build(ir: dict[str, Any], elab: Elaborator) -> p4i.P4Info:
     alloc = IdAllocator()
     for a in ir["actions"]:
         alloc.request(ACTION, a["name"], _explicit_id(elab.action_annos.get(a["name"], {})), _pos(a))
+    for name in dict.fromkeys(elab.called_actions):
+        alloc.request(ACTION, name, _explicit_id(elab.action_annos.get(name, {})), Pos(ir["source"], 1, 1))
     for t in ir["tables"]:
         alloc.request(TABLE, t["name"], _explicit_id(elab.table_annos.get(t["name"], {})), _pos(t))
     for e in ir["externs"]:
@@ -146,6 +181,7 @@ def build(ir: dict[str, Any], elab: Elaborator) -> p4i.P4Info:
     ids = alloc.assign()
     every = (
         [a["name"] for a in ir["actions"]]
+        + elab.called_actions
         + [t["name"] for t in ir["tables"]]
         + [e["name"] for e in ir["externs"]]
     )
@@ -158,24 +194,34 @@ def build(ir: dict[str, Any], elab: Elaborator) -> p4i.P4Info:
 
     info = p4i.P4Info()
     info.pkg_info.arch = "v1model"
-    hidden = {a["name"] for a in ir["actions"] if "hidden" in elab.action_annos.get(a["name"], {})}
+    hidden = {a for a, annos in elab.action_annos.items() if "hidden" in annos}
     hidden |= {t["name"] for t in ir["tables"] if "hidden" in elab.table_annos.get(t["name"], {})}
+    # as p4c: the tables applied, the actions they use or a control body calls, the resources they use
+    listed = {t["name"] for t in ir["tables"] if t["name"] in applied_tables(ir) and t["name"] not in hidden}
+    used = {a["name"] for t in ir["tables"] if t["name"] in listed for a in t["actions"]}
     for a in ir["actions"]:
         a["p4info_id"] = ids[(ACTION, a["name"])]
-        if a["name"] in hidden:  # @hidden: not part of the control-plane API
-            continue
-        msg = info.actions.add()
-        preamble(msg, ACTION, a["name"])
-        for i, p in enumerate(a["params"], 1):
-            msg.params.add(id=i, name=p["name"], bitwidth=p["type"].get("w", 1))
+        if a["name"] in used - hidden:
+            msg = info.actions.add()
+            preamble(msg, ACTION, a["name"])
+            annotate(msg.preamble, elab.action_annos.get(a["name"], {}))
+            for i, p in enumerate(a["params"], 1):
+                param = msg.params.add(id=i, name=p["name"], bitwidth=p["type"].get("w", 1))
+                annotate(param, elab.param_annos[a["name"]][i - 1])
+    for name in dict.fromkeys(elab.called_actions):
+        if name not in used | hidden:  # called from a control body: no parameters (p4c removes them)
+            msg = info.actions.add()
+            preamble(msg, ACTION, name)
+            annotate(msg.preamble, elab.action_annos.get(name, {}))
     ext_id = {e["name"]: ids[(_EXTERN_PREFIX[e["kind"]], e["name"])] for e in ir["externs"]}
     for t in ir["tables"]:
         t["p4info_id"] = ids[(TABLE, t["name"])]
-        if t["name"] not in hidden:
-            _table(info.tables.add(), t, ids, ext_id, preamble, hidden)
+        if t["name"] in listed:
+            _table(info.tables.add(), t, ids, ext_id, preamble, hidden, elab)
     for e in ir["externs"]:
         e["p4info_id"] = ext_id[e["name"]]
-        _extern(info, e, ids, preamble, elab)
+        if not e["kind"].startswith("direct_") or e["table"] in listed:
+            _extern(info, e, ids, preamble, elab, listed)
     for d in ir["digests"]:
         msg = info.digests.add()
         preamble(msg, DIGEST, d["name"])
@@ -187,9 +233,10 @@ def build(ir: dict[str, Any], elab: Elaborator) -> p4i.P4Info:
         msg = info.controller_packet_metadata.add()
         msg.preamble.id = ids[(CONTROLLER_HEADER, name)]
         msg.preamble.name = msg.preamble.alias = h["controller_header"]
-        msg.preamble.annotations.append(f'@controller_header("{h["controller_header"]}")')
+        annotate(msg.preamble, elab.header_annos[name])
         for i, f in enumerate(h["fields"], 1):
             msg.metadata.add(id=i, name=f["name"], bitwidth=f["w"])
+    info.type_info.SetInParent()  # p4c writes it, empty or not
     return info
 
 
@@ -200,10 +247,17 @@ def _table(
     ext_id: dict[str, int],
     preamble: Any,
     hidden: set[str],
+    elab: Elaborator,
 ) -> None:
     preamble(msg, TABLE, t["name"])
-    for i, k in enumerate([k for k in t["keys"] if k["match"] != "selector"], 1):
-        msg.match_fields.add(id=i, name=k["name"], bitwidth=k["type"]["w"], match_type=_MATCH[k["match"]])
+    annotate(msg.preamble, elab.table_annos.get(t["name"], {}))
+    key_annos = elab.key_annos.get(t["name"], [{}] * len(t["keys"]))
+    keys = [(k, annos) for k, annos in zip(t["keys"], key_annos, strict=True) if k["match"] != "selector"]
+    for i, (k, annos) in enumerate(keys, 1):
+        field = msg.match_fields.add(
+            id=i, name=k["name"], bitwidth=k["type"]["w"], match_type=_MATCH[k["match"]]
+        )
+        annotate(field, annos)
     for a in (a for a in t["actions"] if a["name"] not in hidden):
         ref = msg.action_refs.add(id=ids[(ACTION, a["name"])], scope=_SCOPE[a["scope"]])
         if a["scope"] != "all":
@@ -223,14 +277,21 @@ def _table(
 
 
 def _extern(
-    info: p4i.P4Info, e: dict[str, Any], ids: dict[tuple[int, str], int], preamble: Any, elab: Elaborator
+    info: p4i.P4Info,
+    e: dict[str, Any],
+    ids: dict[tuple[int, str], int],
+    preamble: Any,
+    elab: Elaborator,
+    tables: set[str],
 ) -> None:
     kind = e["kind"]
     prefix = _EXTERN_PREFIX[kind]
+    annos = elab.extern_annos.get(e["name"], {})
     if kind in ("action_profile", "action_selector"):
         msg = info.action_profiles.add()
         preamble(msg, prefix, e["name"])
-        msg.table_ids.extend(ids[(TABLE, t)] for t in e["tables"])
+        annotate(msg.preamble, annos)
+        msg.table_ids.extend(ids[(TABLE, t)] for t in e["tables"] if t in tables)
         msg.with_selector = kind == "action_selector"
         msg.size = e["size"]
         if msg.with_selector and elab.extern_annos.get(e["name"], {}).get("max_group_size"):
@@ -239,6 +300,7 @@ def _extern(
         field, units = _COUNTER_OR_METER[kind]
         msg = getattr(info, field).add()
         preamble(msg, prefix, e["name"])
+        annotate(msg.preamble, annos)
         msg.spec.unit = units[e["unit"]]
         if not kind.startswith("direct_"):
             msg.size = e["size"]
@@ -247,6 +309,7 @@ def _extern(
     elif kind == "register":
         msg = info.registers.add()
         preamble(msg, prefix, e["name"])
+        annotate(msg.preamble, annos)
         msg.type_spec.bitstring.bit.bitwidth = e["type"]["w"]
         msg.size = e["size"]
 

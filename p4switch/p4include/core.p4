@@ -31,6 +31,7 @@ extern void verify(in bool check, in error toSignal);
 
 /* The action every table falls back to by default. */
 @noWarn("unused")
+@noWarn("unused")
 action NoAction() { }
 
 match_kind {
