@@ -203,7 +203,7 @@ class Elaborator:
                         values.append(parse_int(str(arg.children[0]))[0])
                     else:
                         values.append(None)
-            result[self.name(parts[0])] = values
+            result.setdefault(self.name(parts[0]), values)  # the first one counts, as in p4c
         return result
 
     # ------------------------------------------------------------------ declarations and types
@@ -333,6 +333,13 @@ class Elaborator:
 
     def decl_instantiation(self, decl: PTree) -> None:
         name = self.name(decl.children[3])
+        t = self.resolve_type(decl.children[1])
+        if t.k == "extern":  # a register, counter, meter... of the whole program: named as declared
+            annos = self.annos(decl.children[0])
+            fq = self.fq(None, name, annos)
+            self.globals[name] = Sym("inst", t, fq)
+            self.instantiate(t, kids(decl.children[2]), fq, decl, None, annos)
+            return
         self.globals[name] = Sym("instance", tree=decl)
 
     def decl_function_decl(self, decl: PTree) -> None:
@@ -596,13 +603,13 @@ class Elaborator:
                 raise type_error(
                     self.pos(ks), f"keyset has {len(elems)} elements, select has {len(keys)} keys"
                 )
-            keysets = [self.keyset(e, k.t) for e, k in zip(elems, keys, strict=True)]
+            keysets = [self.keyset(e, k.t, ctx) for e, k in zip(elems, keys, strict=True)]
             cases.append({"keysets": keysets, "next": self.state_name(case.children[1], names)})
         return {"kind": "select", "keys": [k.ir for k in keys], "cases": cases}
 
-    def keyset(self, node: PTree, t: Type) -> IR:
+    def keyset(self, node: PTree, t: Type, ctx: Ctx) -> IR:
         def value(n: Node) -> int:
-            v = self.coerce(self.expr(n, None), t, n)
+            v = self.coerce(self.expr(n, ctx), t, n)  # constants of the parser too
             if v.const is None:
                 raise unsupported(self.pos(n), "non-constant keyset (value_set)")
             return int(v.const)
@@ -756,8 +763,6 @@ class Elaborator:
         for prop in props:
             if prop.data == "actions_prop":
                 table["actions"] = [self.table_action_ref(item, ctx) for item in prop.children]
-        if not table["actions"]:
-            raise type_error(self.pos(node), f"table {fq} has no actions")
         for prop in props:
             if prop.data == "simple_prop":
                 self.table_property(prop, table, ctx)
@@ -945,7 +950,7 @@ class Elaborator:
                 raise type_error(
                     self.pos(ks), f"entry has {len(elems)} keys, table {table['name']} has {len(keys)}"
                 )
-            match = [self.entry_match(el, k) for el, k in zip(elems, keys, strict=True)]
+            match = [self.entry_match(el, k, ctx) for el, k in zip(elems, keys, strict=True)]
             name, args = self.action_call(e.children[3], table, ctx, "table_only")
             entries.append(
                 {
@@ -986,13 +991,16 @@ class Elaborator:
         for rank, i in enumerate(sorted(range(len(raw)), key=lambda i: (bmv2[i], i))):
             table["entries"][i]["priority"] = len(raw) - rank
 
-    def entry_match(self, el: PTree, key: IR) -> IR:
+    def entry_match(self, el: PTree, key: IR, ctx: Ctx) -> IR:
         kt = Type(key["type"]["k"], key["type"]["w"])
         kind = key["match"]
         full = (1 << kt.w) - 1
 
         def value(n: Node) -> int:
-            v = self.coerce(self.expr(n, None), kt, n)
+            v = self.expr(n, ctx)  # constants of the control too
+            if v.t == BOOL and v.const is not None and kt == bit(1):  # isValid() keys: true / false
+                v = const(int(v.const), kt)
+            v = self.coerce(v, kt, n)
             if v.const is None:
                 raise type_error(self.pos(n), "entry keys must be compile-time constants")
             return int(v.const) & full
@@ -1444,6 +1452,8 @@ class Elaborator:
                 raise unsupported(self.pos(a), "named or don't-care arguments")
         pos = self.pos(node)
         kind = callee.t.k
+        if kind == "extern_fn" and callee.t.name == "static_assert":
+            return [], self.static_assert([self.expr(a, ctx) for a in arg_nodes], pos)
         if ctx is None:
             raise type_error(pos, "calls are not allowed in constant expressions")
         if kind == "action":
@@ -1512,6 +1522,14 @@ class Elaborator:
                 raise type_error(pos, f"{method} does not return a value")
             return self.extern_method(base.extra["inst"], method, args, arg_nodes, pos), None
         raise type_error(pos, f"unknown method {method} of {base.t}")
+
+    def static_assert(self, args: list[Value], pos: Pos) -> Value:
+        """core.p4's static_assert(check[, message]): checked here; its value is true."""
+        if not 1 <= len(args) <= 2 or args[0].t != BOOL or args[0].const is None:
+            raise type_error(pos, "static_assert needs a compile-time bool and an optional message")
+        if not args[0].const:
+            raise type_error(pos, f"static assertion failed: {args[1].const if len(args) > 1 else ''}")
+        return const(True, BOOL)
 
     def arity(self, args: list[Any], n: int, pos: Pos, what: str) -> None:
         if len(args) != n:

@@ -141,14 +141,18 @@ def annotate(msg: Any, annos: dict[str, list[Any]]) -> None:
 
 
 def applied_tables(ir: dict[str, Any]) -> set[str]:
-    """The tables the controls apply: p4c leaves the others (and what only they use) out of P4Info."""
+    """The tables the controls apply (in statements, conditions or other applied tables' keys): p4c
+    leaves the others, and what only they use, out of P4Info."""
+    keys = {t["name"]: t["keys"] for t in ir["tables"]}
     found: set[str] = set()
     todo: list[Any] = [c["body"] for c in ir["controls"]]
     while todo:
         node = todo.pop()
         if isinstance(node, dict):
-            if node.get("s") in ("apply", "switch") or node.get("op") in ("table_hit", "table_miss"):
+            applied = node.get("s") in ("apply", "switch") or node.get("op") in ("table_hit", "table_miss")
+            if applied and node["table"] not in found:
                 found.add(node["table"])
+                todo.append(keys[node["table"]])
             todo.extend(node.values())
         elif isinstance(node, list):
             todo.extend(node)
@@ -290,7 +294,7 @@ def _extern(
     if kind in ("action_profile", "action_selector"):
         msg = info.action_profiles.add()
         preamble(msg, prefix, e["name"])
-        annotate(msg.preamble, annos)
+        annotate(msg.preamble, {k: v for k, v in annos.items() if k != "max_group_size"})  # it has a field
         msg.table_ids.extend(ids[(TABLE, t)] for t in e["tables"] if t in tables)
         msg.with_selector = kind == "action_selector"
         msg.size = e["size"]

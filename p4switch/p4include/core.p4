@@ -1,6 +1,7 @@
 /* p4switch's own core.p4: the P4_16 core library declarations (P4_16 spec, section "P4 core library"). */
-#ifndef P4SWITCH_CORE_P4
-#define P4SWITCH_CORE_P4
+// p4c's include guard, which programs test (#ifdef _CORE_P4_)
+#ifndef _CORE_P4_
+#define _CORE_P4_
 
 /* Standard errors raised by the parser and by verify(). */
 error {
@@ -29,8 +30,11 @@ extern packet_out {
 /* Rejects the packet with toSignal when check is false (parsers only). */
 extern void verify(in bool check, in error toSignal);
 
+/* Stops the compilation with the message when check is false; true otherwise (a compile-time check). */
+extern bool static_assert(bool check, string message);
+extern bool static_assert(bool check);
+
 /* The action every table falls back to by default. */
-@noWarn("unused")
 @noWarn("unused")
 action NoAction() { }
 

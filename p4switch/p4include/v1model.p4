@@ -1,6 +1,7 @@
 /* p4switch's own v1model.p4: declarations of the v1model architecture (BMv2 simple_switch semantics). */
-#ifndef P4SWITCH_V1MODEL_P4
-#define P4SWITCH_V1MODEL_P4
+// p4c's include guard, which programs test (#ifdef _V1_MODEL_P4_)
+#ifndef _V1_MODEL_P4_
+#define _V1_MODEL_P4_
 
 #include "core.p4"
 

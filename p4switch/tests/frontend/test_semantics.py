@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from p4switch.engine.api import ActionCall, Exact, Switch, TableEntry
 from p4switch.frontend.cli import Compiled, compile_file
+from p4switch.frontend.errors import P4Error
 from p4switch.tests.frontend.conftest import PROGRAMS, TEMPLATE
 
 ETH = bytes.fromhex("020000000002020000000001")
@@ -87,3 +88,59 @@ def test_a_parser_state_without_transition_rejects(compile_text: Callable[..., C
     assert switch.stats.get("parser_reject", 0) == 0
     switch.process(1, ETH + b"\x12\x34payload")
     assert switch.stats["parser_reject"] == 1
+
+
+ACCEPTED_AS_P4C = """#include <core.p4>
+#include <v1model.p4>
+#ifdef _V1_MODEL_P4_
+const bool checked = static_assert(V1MODEL_VERSION >= 20180101, "v1model too old");
+header eth_t { bit<48> dst; bit<48> src; bit<16> type_; }
+struct headers_t { eth_t eth; }
+struct meta_t { }
+register<bit<16>>(4) seen;
+parser P(packet_in pk, out headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
+    const bit<16> CUSTOM = 0x88b5;
+    state start { pk.extract(hdr.eth); transition select(hdr.eth.type_) { CUSTOM: custom; default: plain; } }
+    state custom { transition select() { default: accept; } }
+    state plain { sm.egress_spec = 3; transition accept; }
+}
+control C(inout headers_t hdr, inout meta_t meta) { apply { } }
+control I(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
+    const bit<16> SMALL = 0x0100;
+    action to(bit<9> port) { sm.egress_spec = port; }
+    table by_valid {
+        key = { hdr.eth.isValid(): exact; hdr.eth.type_: exact; }
+        actions = { to; }
+        const entries = { (true, 0x88b5): to(2); (true, SMALL): to(4); }
+    }
+    table empty { key = { } actions = { } }
+    apply {
+        static_assert(true);
+        empty.apply();
+        by_valid.apply();
+        seen.write(0, hdr.eth.type_);
+    }
+}
+control E(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) { apply { } }
+control D(packet_out pk, in headers_t hdr) { apply { pk.emit(hdr); } }
+V1Switch(P(), C(), I(), E(), C(), D()) main;
+#endif
+"""
+
+
+def test_constructs_p4c_accepts(compile_text: Callable[..., Compiled]) -> None:
+    """p4c's include guards, static_assert, an empty select, constants of the parser and control in
+    keysets and entries, true/false for validity keys, a table with no actions, a top-level register."""
+    prog = compile_text(ACCEPTED_AS_P4C)
+    switch = load(prog)
+    assert switch.process(1, ETH + b"\x88\xb5")[0][0] == 2
+    assert switch.process(1, ETH + b"\x01\x00")[0][0] == 4
+    assert switch.register_read("seen", 0) == 0x0100
+    assert [r.preamble.name for r in prog.p4info.registers] == ["seen"]
+    empty = next(t for t in prog.ir["tables"] if t["name"] == "I.empty")
+    assert empty["actions"] == [{"name": "NoAction", "scope": "default_only"}]
+
+
+def test_a_failing_static_assert_stops_the_compile(compile_error: Callable[..., P4Error]) -> None:
+    error = compile_error(TEMPLATE.replace("{BODY}", 'apply { static_assert(1 > 2, "one is not more"); }'))
+    assert "static assertion failed: one is not more" in str(error)
