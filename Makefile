@@ -6,7 +6,7 @@ PYTEST_ARGS ?=
 # benchmark modules, each runnable as `python -m MODULE`; every part adds its own
 BENCHES ?= p4switch.bench p4switch.frontend.bench ibsec.bench_transport ibsec.bench_skc ibsm.bench ibsec.agent.bench
 
-.PHONY: help setup lint test bench demo eval clean
+.PHONY: help setup lint test bench demo eval clean conformance conformance-docs
 
 help: ## print this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -30,6 +30,15 @@ eval: setup build ## reproduce the papers' results (EVAL_PROFILE=quick|full): CS
 
 demo: setup build ## the main job: fat tree, spoofed flood, traceback, SIF filter and flush; one JSON line last
 	$(PY) -m topologies.demo --target $(TARGET)
+
+# p4c's own v1model test corpus (testdata/p4_16_samples) through p4switch: compile, STF cases, P4Info
+P4C_SAMPLES ?= ../shared/p4lang/p4_16_samples
+CONFORMANCE_ARGS ?=
+conformance: setup ## p4c's test corpus through p4switch (P4C_SAMPLES=DIR): summary, build/conformance/report.*
+	$(PY) -m p4switch.conformance $(P4C_SAMPLES) --report $(BUILD)/conformance --baseline docs/conformance.json $(CONFORMANCE_ARGS)
+
+conformance-docs: setup ## regenerate docs/conformance.md and its baseline docs/conformance.json from P4C_SAMPLES
+	$(PY) -m p4switch.conformance $(P4C_SAMPLES) --report $(BUILD)/conformance --docs docs/conformance.md --write-baseline docs/conformance.json $(CONFORMANCE_ARGS)
 
 # ---- data plane: p4src/ and ptf-tests/ ----------------------------------------------------------------
 P4_SOURCES := $(wildcard p4src/*.p4 p4src/include/*.p4)
