@@ -821,15 +821,8 @@ class Elaborator:
             no_args = len(parts) == 1 or not kids(parts[1])
             return method if method and method.endswith("$valid$") and no_args else None
         inner = [self.p4c_key_name(n, ctx) for n in parts]
-        if None in inner:
-            return None
-        if d == "index":
-            return f"{inner[0]}[{inner[1]}]"
-        if d == "slice":
-            return f"{inner[0]}[{inner[1]}:{inner[2]}]"
-        if d == "band_op":
-            return f"{inner[0]} & {inner[1]}"
-        return None
+        shapes = {"index": "{0}[{1}]", "slice": "{0}[{1}:{2}]", "band_op": "{0} & {1}"}
+        return shapes[d].format(*inner) if d in shapes and None not in inner else None
 
     def table_action_ref(self, item: PTree, ctx: Ctx) -> IR:
         annos = self.annos(item.children[0])

@@ -10,7 +10,7 @@ from google.protobuf import text_format
 
 from p4switch.frontend.cli import Compiled, compile_file
 from p4switch.frontend.p4info import aliases, name_hash
-from p4switch.tests.frontend.conftest import PROGRAMS
+from p4switch.tests.frontend.conftest import PROGRAMS, TEMPLATE
 
 
 def by_name(items: Any) -> dict[str, Any]:
@@ -246,3 +246,55 @@ def test_hidden_tables_and_actions_stay_out_of_p4info(ingress: Callable[[str], C
     assert sorted(by_name(prog.p4info.actions)) == ["I.visible", "NoAction"]
     assert len(prog.p4info.tables[0].action_refs) == 2  # visible and the implicit NoAction default
     assert {t["name"] for t in prog.ir["tables"]} == {"I.fixed", "I.t"}  # the engine still runs it
+
+
+LISTED_AS_P4C = """
+    @brief("counts drops") @my_tag(7) counter(4, CounterType.packets) drops;
+    action a(@my_param bit<8> v) { meta.m8 = v; }
+    action called() { meta.m16 = 1; }
+    action only_unapplied() { }
+    table t {
+        key = {
+            hdr.eth.isValid(): exact;
+            hdr.eth.dst & 0x0000ffffffff: ternary @my_key;
+            hdr.eth.type_[7:0]: exact;
+            meta.m8: exact;
+        }
+        actions = { a; }
+    }
+    @hidden table hidden_t { key = { meta.m16: exact; } actions = { a; } }
+    table unapplied { key = { meta.m16: exact; } actions = { only_unapplied; } }
+    table folded { key = { meta.m16: exact; } actions = { a; } }
+    apply {
+        t.apply();
+        hidden_t.apply();
+        called();
+        if (false) { folded.apply(); }
+        drops.count(0);
+    }
+"""
+
+
+def test_objects_names_and_annotations_as_p4c(compile_text: Callable[..., Compiled]) -> None:
+    """What p4c-bm2-ss lists: applied tables, their actions and the ones apply calls (no params); key
+    names as its TableKeyNames; annotations copied (not @name/@id), @brief as doc."""
+    info = compile_text(TEMPLATE.replace("{BODY}", LISTED_AS_P4C)).p4info
+    assert sorted(by_name(info.tables)) == ["I.t"]
+    assert sorted(by_name(info.actions)) == ["I.a", "I.called", "NoAction"]
+    assert not by_name(info.actions)["I.called"].params
+    (param,) = by_name(info.actions)["I.a"].params
+    assert list(param.annotations) == ["@my_param"]
+    fields = by_name(info.tables)["I.t"].match_fields
+    assert [f.name for f in fields] == [
+        "hdr.eth.$valid$",
+        "hdr.eth.dst & 0xffffffff",
+        "hdr.eth.type_[7:0]",
+        "meta.m8",
+    ]
+    assert [list(f.annotations) for f in fields] == [[], ["@my_key"], [], []]
+    counter = by_name(info.counters)["I.drops"]
+    assert (
+        list(counter.preamble.annotations) == ["@my_tag(7)"] and counter.preamble.doc.brief == "counts drops"
+    )
+    assert list(by_name(info.actions)["NoAction"].preamble.annotations) == ['@noWarn("unused")']
+    assert info.HasField("type_info")
