@@ -998,8 +998,9 @@ class Codegen:
         fn = f"ACT{len(self.action_fns)}_{ident(a['name'])}"
         self.action_fns[key] = fn
         names = dict(sc.names)
-        for p in a["params"]:
-            names[p["name"]] = f"a_{p['name']}"
+        data = [f"a_{p.get('var', p['name'])}" for p in a["params"]]  # the body's names; P4Info's may differ
+        for p, py in zip(a["params"], data, strict=True):
+            names[p.get("var", p["name"])] = py
         for v in a.get("locals", []):
             names[v["name"]] = f"v_{v['name']}"
         asc = Scope(names, a["name"], in_action=True)
@@ -1008,9 +1009,9 @@ class Codegen:
         o.line(f"def {fn}({sc.names['$args']}, L, A):")
         o.indent()
         if a["params"]:
-            o.line("".join(f"a_{p['name']}, " for p in a["params"]) + "= A")
+            o.line("".join(f"{py}, " for py in data) + "= A")
             shown = ", ".join(f"{p['name']}:%#x" for p in a["params"])
-            values = ", ".join(f"a_{p['name']}" for p in a["params"])
+            values = ", ".join(data)
             o.line(f"if TR: _trace('action %s({shown})', {a['name']!r}, {values})")
         else:
             o.line(f"if TR: _trace('action %s', {a['name']!r})")

@@ -160,6 +160,7 @@ class Elaborator:
         self.key_annos: dict[str, list[dict[str, list[Any]]]] = {}
         self.param_annos: dict[str, list[dict[str, list[Any]]]] = {}
         self.called_actions: list[str] = []
+        self.action_ref_annos: dict[tuple[str, str], dict[str, list[Any]]] = {}  # (table, action)
         self.field_names: dict[tuple[str, str], str] = {}
 
     # ------------------------------------------------------------------ positions and annotations
@@ -763,6 +764,8 @@ class Elaborator:
         for prop in props:
             if prop.data == "actions_prop":
                 table["actions"] = [self.table_action_ref(item, ctx) for item in prop.children]
+                for item, ref in zip(prop.children, table["actions"], strict=True):
+                    self.action_ref_annos[(fq, ref["name"])] = self.annos(item.children[0])
         for prop in props:
             if prop.data == "simple_prop":
                 self.table_property(prop, table, ctx)
@@ -1047,9 +1050,10 @@ class Elaborator:
             t = self.resolve_type(p.children[2])
             if not t.is_bits and t.k != "bool":
                 raise unsupported(self.pos(p), f"action parameter of type {t}")
-            var = pname  # action data params keep their P4Info name; they shadow control variables
+            var = pname  # action data params keep their name; they shadow control variables
             actx.used.add(var)
-            act["params"].append({"name": pname, "var": var, "type": t.json()})
+            given = self.annos(p.children[0]).get("name")  # P4Info's name, as p4c: the @name if any
+            act["params"].append({"name": str(given[0]) if given else pname, "var": var, "type": t.json()})
             actx.scopes[-1][pname] = Sym("var", t, var, readonly=True)
         actx.in_action += 1
         act["body"] = self.block(tree.children[3], actx, new_scope=False)

@@ -264,8 +264,9 @@ def _table(
         annotate(field, annos)
     for a in (a for a in t["actions"] if a["name"] not in hidden):
         ref = msg.action_refs.add(id=ids[(ACTION, a["name"])], scope=_SCOPE[a["scope"]])
-        if a["scope"] != "all":
-            ref.annotations.append("@" + a["scope"].replace("_", ""))
+        # as written in the actions list; the NoAction the front end adds is @defaultonly
+        implicit: dict[str, list[Any]] = {} if a["scope"] == "all" else {a["scope"].replace("_", ""): []}
+        annotate(ref, elab.action_ref_annos.get((t["name"], a["name"]), implicit))
     if t["default_action"]["const"]:
         msg.const_default_action_id = ids[(ACTION, t["default_action"]["name"])]
     if t["implementation"]:

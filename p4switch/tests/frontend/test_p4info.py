@@ -8,6 +8,7 @@ from typing import Any
 from finsy.proto import p4i
 from google.protobuf import text_format
 
+from p4switch.engine.api import ActionCall, Switch
 from p4switch.frontend.cli import Compiled, compile_file
 from p4switch.frontend.p4info import aliases, name_hash
 from p4switch.tests.frontend.conftest import PROGRAMS, TEMPLATE
@@ -250,7 +251,7 @@ def test_hidden_tables_and_actions_stay_out_of_p4info(ingress: Callable[[str], C
 
 LISTED_AS_P4C = """
     @brief("counts drops") @my_tag(7) counter(4, CounterType.packets) drops;
-    action a(@my_param bit<8> v) { meta.m8 = v; }
+    action a(@my_param @name("value") bit<8> v) { hdr.eth.src = (bit<48>) v; }
     action called() { meta.m16 = 1; }
     action only_unapplied() { }
     table t {
@@ -260,7 +261,7 @@ LISTED_AS_P4C = """
             hdr.eth.type_[7:0]: exact;
             meta.m8: exact;
         }
-        actions = { a; }
+        actions = { @my_ref a; }
     }
     @hidden table hidden_t { key = { meta.m16: exact; } actions = { a; } }
     table unapplied { key = { meta.m16: exact; } actions = { only_unapplied; } }
@@ -278,12 +279,18 @@ LISTED_AS_P4C = """
 def test_objects_names_and_annotations_as_p4c(compile_text: Callable[..., Compiled]) -> None:
     """What p4c-bm2-ss lists: applied tables, their actions and the ones apply calls (no params); key
     names as its TableKeyNames; annotations copied (not @name/@id), @brief as doc."""
-    info = compile_text(TEMPLATE.replace("{BODY}", LISTED_AS_P4C)).p4info
+    prog = compile_text(TEMPLATE.replace("{BODY}", LISTED_AS_P4C))
+    info = prog.p4info
     assert sorted(by_name(info.tables)) == ["I.t"]
     assert sorted(by_name(info.actions)) == ["I.a", "I.called", "NoAction"]
     assert not by_name(info.actions)["I.called"].params
     (param,) = by_name(info.actions)["I.a"].params
-    assert list(param.annotations) == ["@my_param"]
+    assert (param.name, list(param.annotations)) == ("value", ["@my_param"])  # its @name, as p4c
+    refs = {r.id: list(r.annotations) for r in by_name(info.tables)["I.t"].action_refs}
+    assert refs == {
+        by_name(info.actions)["I.a"].preamble.id: ["@my_ref"],
+        by_name(info.actions)["NoAction"].preamble.id: ["@defaultonly"],
+    }
     fields = by_name(info.tables)["I.t"].match_fields
     assert [f.name for f in fields] == [
         "hdr.eth.$valid$",
@@ -298,3 +305,6 @@ def test_objects_names_and_annotations_as_p4c(compile_text: Callable[..., Compil
     )
     assert list(by_name(info.actions)["NoAction"].preamble.annotations) == ['@noWarn("unused")']
     assert info.HasField("type_info")
+    switch = Switch.load(prog.ir_json())  # the engine takes the action data by P4Info's name
+    switch.table_set_default("I.t", ActionCall("I.a", {"value": 9}))
+    assert switch.process(0, bytes(12) + b"\x08\x00")[0][1][6:12] == bytes(5) + b"\x09"
