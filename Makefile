@@ -6,7 +6,7 @@ PYTEST_ARGS ?=
 # benchmark modules, each runnable as `python -m MODULE`; every part adds its own
 BENCHES ?= p4switch.bench p4switch.frontend.bench ibsec.bench_transport ibsec.bench_skc ibsm.bench ibsec.agent.bench
 
-.PHONY: help setup lint test bench demo eval clean conformance conformance-docs
+.PHONY: help setup lint test bench demo eval wireshark clean conformance conformance-docs
 
 help: ## print this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -30,6 +30,9 @@ eval: setup build ## reproduce the papers' results (EVAL_PROFILE=quick|full): CS
 
 demo: setup build ## the main job: fat tree, spoofed flood, traceback, SIF filter and flush; one JSON line last
 	$(PY) -m topologies.demo --target $(TARGET)
+
+wireshark: setup ## install our Wireshark dissector (ibsec.lua) into your personal Lua plugin folder
+	$(PY) -m ibsec.wireshark install
 
 # p4c's own v1model test corpus (testdata/p4_16_samples) through p4switch: compile, STF cases, P4Info
 P4C_SAMPLES ?= ../shared/p4lang/p4_16_samples

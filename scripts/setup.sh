@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 PYTHON=${PYTHON:-python3}
 # sudo, ping and net-tools (route, arp): what p4lang/tutorials' Makefiles and topologies run
-APT_PACKAGES=(python3-venv python3-pip iproute2 tcpdump ethtool mininet sudo iputils-ping net-tools)
+# tshark: the tests read our Wireshark dissector's output
+APT_PACKAGES=(python3-venv python3-pip iproute2 tcpdump ethtool mininet sudo iputils-ping net-tools tshark)
 
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
@@ -16,6 +17,8 @@ done
 if ((${#missing[@]})); then
     echo "setup: apt-get install ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
+    # tshark's wireshark-common asks whether non-root users may capture: no (we capture as root)
+    echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
     apt-get update -q
     apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi

@@ -888,9 +888,10 @@ local function add_transport(tree, pinfo, r, f)
         d:append_text(" (unknown: the CM exchange of this connection is not in the capture)")
     end
     tree:add(F.epsn, uint64(state.epsn)):set_generated()
-    if state.nonce then
-        tree:add(F.n0, ByteArray.new(hex(state.n0))):set_generated()
-        tree:add(F.nonce, ByteArray.new(hex(state.nonce))):set_generated()
+    if state.nonce then -- not on the wire: shown from a data source of their own
+        local derived = ByteArray.new(hex(state.n0 .. state.nonce)):tvb("ibsec N0 and nonce")
+        tree:add(F.n0, derived(0, 12)):set_generated()
+        tree:add(F.nonce, derived(12, 12)):set_generated()
     end
     if sth_len > 0 then
         local sth = tree:add(F.sth, src(body, STH_LEN))
