@@ -1,9 +1,11 @@
 """Our Wireshark dissector traces marking fields with a run's topology.json, as the SM does.
 
 For each fabric the launcher builds, frames from every host to every other carry the MF the switches
-would have written; tshark with ``-o ibsec.topology:topology.json`` must name the same switch, port and
-host as the SM's traceback (``ibsm.fabric.trace``), also for frames whose source GID lies, and for the
-MF a receiver puts in its bad-P_Key trap. Needs tshark; skipped with the reason without it.
+would have written; tshark with ``-o ibsec.topology:topology.json -o ibsec.at_receiver:TRUE`` (a capture
+of the receiver's port) must name the same switch, port and host as the SM's traceback
+(``ibsm.fabric.trace``), also for frames whose source GID lies, and for the MF a receiver puts in its
+bad-P_Key trap (traced whatever the capture). Elsewhere on the path nothing is traced: the MF is not
+complete there. Needs tshark; skipped with the reason without it.
 """
 
 from __future__ import annotations
@@ -87,7 +89,7 @@ def test_the_dissector_traces_every_host_as_the_sm_does(tmp_path: Path, name: st
         built.append(frame(liar.gid, receiver, mf))
     capture = tmp_path / "marked.pcap"
     wrpcap(str(capture), [Ether(f) for f in built])
-    got = ws.read_fields(capture, FIELDS, {"ibsec.topology": str(path)})
+    got = ws.read_fields(capture, FIELDS, {"ibsec.topology": str(path), "ibsec.at_receiver": "TRUE"})
     scheme = "port-marking" if plan.fat_tree else "ddpm"
     for (source, receiver, liar), g in zip(cases, got, strict=True):
         where = f"{source.name} -> {receiver.name}"
@@ -131,3 +133,23 @@ def test_an_unusable_topology_file_is_said_and_the_raw_mf_still_shown(tmp_path: 
     got = ws.read_fields(capture, ["ibsec.mf", *FIELDS], {"ibsec.topology": str(bad)})[0]
     assert got["ibsec.mf"] == ["0x0000000000000015"] and got["ibsec.traced_host"] == []
     assert any("topology.json" in m for m in got["_ws.expert.message"])
+
+
+def test_frames_captured_inside_the_fabric_are_not_traced(tmp_path: Path) -> None:
+    """Before its turn a packet's MF lacks the levels above (here h7's packet to h0 has only its leaf's
+    mark): read as at the receiver it would name h6, so without ibsec.at_receiver nothing is traced."""
+    path = topology_file(tmp_path, fabrics.fat_tree(2, 3))
+    topo = load_topology(path)
+    plan = plan_fabric(topo)
+    assert plan.fat_tree is not None
+    source, receiver = topo.hosts[7], topo.hosts[0]
+    leaf_only = plan.fat_tree.encode(plan.fat_tree.marks_of(plan.addresses[source.name], 0))
+    capture = tmp_path / "inside.pcap"
+    wrpcap(str(capture), [Ether(frame(source.gid, receiver, leaf_only))])
+    inside = ws.read_fields(capture, ["ibsec.mf.digit", *FIELDS], {"ibsec.topology": str(path)})[0]
+    assert inside["ibsec.mf.digit"] == [str(plan.addresses[source.name][-1])]  # the marks so far, decoded
+    assert inside["ibsec.traced_host"] == []
+    assert not any(m.startswith("claims") for m in inside["_ws.expert.message"])
+    prefs = {"ibsec.topology": str(path), "ibsec.at_receiver": "TRUE"}
+    wrong = trace(topo, plan, receiver, leaf_only).host
+    assert ws.read_fields(capture, FIELDS, prefs)[0]["ibsec.traced_host"] == [wrong] != [source.name]

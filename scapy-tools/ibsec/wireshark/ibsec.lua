@@ -27,6 +27,9 @@
 --   ibsec.ports      port marking: down-ports per switch (digit width ceil(log2 p)); default 2
 --   ibsec.dimensions DDPM: number of dimensions n; default 2
 --   ibsec.host_bits  DDPM: width of the host-port field h; default 4
+--   ibsec.at_receiver the capture was taken at the receiver's port (a run's <switch>-<port>_out.pcap of
+--                    a host port): trace every MF to its source as the receiver does. Off (default) only
+--                    traps are traced: elsewhere on the path the MF is not complete yet
 --   ibsec.check_icrc recompute the ICRC (MF bits as zeros); default on
 --
 -- Works with the Lua 5.2 of Wireshark 4.0 up to the Lua 5.4 of later releases: bit operations use the
@@ -388,6 +391,8 @@ local function load_topology(path)
         if gid then plan.host_by_port_id[port_id(gid)] = host end
     end
     plan.name = topo.name or path
+    local sm_gid = parse_ipv6(type(topo.sm) == "table" and topo.sm.gid or nil)
+    plan.sm_port_id = sm_gid and port_id(sm_gid)
     return plan
 end
 
@@ -557,6 +562,10 @@ ibsec.prefs.marking = Pref.enum("Marking scheme", 1, "How to read the marking fi
 ibsec.prefs.ports = Pref.uint("Port marking: down-ports per switch", 2, "Digits are ceil(log2 p) bits")
 ibsec.prefs.dimensions = Pref.uint("DDPM: dimensions", 2, "Number of dimensions n of the mesh, torus or cube")
 ibsec.prefs.host_bits = Pref.uint("DDPM: host-port bits", 4, "Width h of the DDPM host-port field")
+ibsec.prefs.at_receiver = Pref.bool("Captured at the receiver's port", false,
+    "The capture was taken where the frames reach their destination host (a run's <switch>-<port>_out.pcap "
+    .. "of a host port): trace each MF to the switch, port and host the packet came from, as the receiver "
+    .. "does. Elsewhere the MF is not complete yet. Traps are always traced (their MF is the receiver's)")
 ibsec.prefs.check_icrc = Pref.bool("Check the ICRC", true, "Recompute the ICRC with the MF bits as zeros")
 
 local plan, plan_error = nil, nil
@@ -732,8 +741,10 @@ local function host_of(gid)
 end
 
 -- Adds the MF and its decoding under `tree`; `receiver_gid` is the port that received (or will receive)
--- the packet, `claimed_gid` the source it claims. Returns the traced host, if any.
-local function add_marking(tree, pinfo, range, mf, receiver_gid, claimed_gid)
+-- the packet, `claimed_gid` the source it claims. Only an MF as its receiver got it (`at_receiver`) is
+-- complete: before the first switch it is whatever the sender wrote, on the way up it lacks the levels
+-- above, and the DDPM vector counts from where the packet is. Returns the traced host, if any.
+local function add_marking(tree, pinfo, range, mf, receiver_gid, claimed_gid, at_receiver)
     local t = tree:add(F.mf, range, uint64(mf))
     if plan_error then t:add_proto_expert_info(E.topology, plan_error) end
     if not plan then
@@ -759,9 +770,17 @@ local function add_marking(tree, pinfo, range, mf, receiver_gid, claimed_gid)
         t:add(F.mf_vector, "(" .. table.concat(text, ", ") .. ")"):set_generated()
         t:add(F.mf_host_port, out.host_port):set_generated()
     end
-    if receiver then t:add(F.receiver, receiver.name .. " on " .. receiver.switch):set_generated() end
     local claimed = claimed_gid and host_of(claimed_gid)
     if claimed then t:add(F.claimed_host, claimed.name):set_generated() end
+    if not at_receiver then
+        t:append_text(" (not traced: set ibsec.at_receiver for captures of the receiver's port)")
+        return nil
+    end
+    if plan.sm_port_id and claimed_gid and port_id(claimed_gid) == plan.sm_port_id then
+        t:append_text(" (sent by the SM through a switch: never marked)")
+        return nil
+    end
+    if receiver then t:add(F.receiver, receiver.name .. " on " .. receiver.switch):set_generated() end
     if out.error then
         t:add_proto_expert_info(E.bad_mark, string.format("MF 0x%x at %s %s", mf, receiver.name, out.error))
         return nil
@@ -1009,7 +1028,7 @@ local function add_notice(tree, pinfo, src, mad, f)
             t:add(F.recv_port, src(ext + 1, 1))
             local mf = (src(ext + 3, 1):uint() % 64) * 2 ^ 32 + src(ext + 4, 4):uint()
             local claimed = (trap == 257 or trap == 258) and src:raw(notice + 10 + 18, 16) or nil
-            add_marking(t, pinfo, src(ext + 2, 6), mf, src:raw(notice + 64, 16), claimed)
+            add_marking(t, pinfo, src(ext + 2, 6), mf, src:raw(notice + 64, 16), claimed, true)
         end
         return
     end
@@ -1069,7 +1088,8 @@ function ibsec.dissector(tvb, pinfo, tree)
     local t = tree:add(ibsec, r.src(r.bth, r.src:len() - r.bth))
     add_transport(t, pinfo, r, f)
     if is_markable(f.dst_gid) then
-        add_marking(t, pinfo, r.src(r.ip + 25, 5), mf_of(f.dst_gid), f.dst_gid, f.src_gid)
+        local mf = mf_of(f.dst_gid)
+        add_marking(t, pinfo, r.src(r.ip + 25, 5), mf, f.dst_gid, f.src_gid, ibsec.prefs.at_receiver)
     end
     if f.dqpn == GSI_QPN and f.deth and f.mode == 0 then
         add_mad(t, pinfo, r, f)
