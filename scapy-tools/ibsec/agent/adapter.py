@@ -15,6 +15,7 @@ import ipaddress
 import json
 import logging
 import os
+import secrets
 import threading
 import time
 from collections.abc import Callable
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ibsec import addressing, icrc, keys, transport
-from ibsec.skc import SessionKeyCache
+from ibsec.skc import DEFAULT_PREFETCH_ENTRIES, SessionKeyCache
 
 from . import frames
 from .cm import ConnectionManager
@@ -54,6 +55,8 @@ FIRST_QPN = 0x100
 QPN_MAX = 0xFFFFFF
 MAX_QPS = 4096  # CM requests from anyone create QPs: the table must not grow without bound
 MAX_UD_PEERS = 1024
+APP_PD_BASE = 0x10000  # PDs an application allocates; 0x1..0x7FFF are the partitions' own
+PD_MAX = 0xFFFF_FFFF
 SEND_WINDOW = 64  # RC packets in flight at most (go-back-N resends them all after a loss)
 WINDOW_PATIENCE = 60.0  # seconds a sender waits for room in the window before giving up
 MAX_MESSAGE = 1 << 24  # bytes a multi-packet SEND may gather before it is refused
@@ -77,6 +80,7 @@ class AgentConfig:
     ack_timeout: float = 0.05
     retries: int = 7
     skc_bytes: int = 16384
+    skc_prefetch: int = DEFAULT_PREFETCH_ENTRIES  # prefetch buffer entries (0: no prefetching)
     mtu: int = 4096  # path MTU: payload bytes per packet (IBA: 256, 512, 1024, 2048 or 4096)
 
 
@@ -103,9 +107,10 @@ class Adapter:
         self.counters = Counters()
         self.memory = MemoryTable()
         self.keyring = Keyring(self.guid)
-        self.skc = SessionKeyCache(capacity_bytes=config.skc_bytes)
+        self.skc = SessionKeyCache(capacity_bytes=config.skc_bytes, prefetch_entries=config.skc_prefetch)
         self._skc_lock = threading.Lock()
         self.partitions: dict[int, Partition] = {DEFAULT_PKEY: Partition(DEFAULT_PKEY)}
+        self._app_pds: set[int] = set()
         self.qps: dict[int, QueuePair] = {}
         self._lock = threading.RLock()
         self._next_qpn = FIRST_QPN
@@ -156,11 +161,14 @@ class Adapter:
         mode: int | None = None,
         scope: Scope | None = None,
         qkey: int | None = None,
+        pd: int | None = None,
     ) -> QueuePair:
-        """A new QP in partition ``pkey``; mode and scope default to the partition's."""
+        """A new QP in partition ``pkey``; mode and scope default to the partition's, the protection
+        domain to the partition's own."""
         partition = self.own_partition(pkey)
         if partition is None:
             raise AdapterError(f"P_Key {pkey:#06x} is not in this port's P_Key table")
+        pd = self.pd_for(pkey, pd)
         mode = partition.mode if mode is None else mode
         if mode not in frames.MODES:
             raise AdapterError(f"security mode {mode} is not one of {sorted(frames.MODES)}")
@@ -176,10 +184,45 @@ class Adapter:
                 mode,
                 scope or partition.scope,
                 qkey=(qkey if qkey is not None else int.from_bytes(os.urandom(4), "big") & 0x7FFFFFFF),
+                pd=pd,
             )
             qp.next_psn = int.from_bytes(os.urandom(3), "big")
             self.qps[qpn] = qp
         return qp
+
+    # ------------------------------------------------------------------ protection domains
+
+    def alloc_pd(self) -> int:
+        """A new protection domain for an application: its QPs name it (``pd``). Ids are random above
+        the partitions' own (0x1..0x7FFF)."""
+        with self._lock:
+            while True:
+                pd = APP_PD_BASE + secrets.randbelow(PD_MAX - APP_PD_BASE + 1)
+                if pd not in self._app_pds:
+                    self._app_pds.add(pd)
+                    return pd
+
+    def pd_for(self, pkey: int | None, pd: int | None) -> int:
+        """The PD a QP joins: ``pd`` if given (it must exist), else the own PD of partition ``pkey``
+        (its 15-bit number; the default partition's when ``pkey`` is None too)."""
+        with self._lock:
+            numbers = {p.number for p in self.partitions.values()}
+            if pd is not None:
+                if pd not in self._app_pds and pd not in numbers:
+                    raise AdapterError(f"no protection domain {pd:#x} (alloc_pd makes one)")
+                return pd
+            number = (DEFAULT_PKEY if pkey is None else pkey) & 0x7FFF
+            if number not in numbers:
+                raise AdapterError(f"P_Key {pkey:#06x} is not in this port's P_Key table")
+            return number
+
+    @staticmethod
+    def session_id(qp: QueuePair, comm_id: int) -> tuple[int, int]:
+        """The session key cache id of a connection's key: seed 001's (process, connection). The process
+        is the QP's protection domain, the application that owns it, so when a message arrives for another
+        application the cache prefetches that application's frequent keys; the connection is the QPN and
+        the CM communication id."""
+        return qp.pd, (qp.qpn << 32) | comm_id
 
     def destroy_qp(self, qp: QueuePair) -> None:
         """Forget a QP and its session key (a later frame for it counts as ``no_qp``)."""

@@ -83,11 +83,12 @@ class ConnectionManager:
         timeout: float,
         qpn: int | None = None,
         remote_qpn: int | None = None,
+        pd: int | None = None,
     ) -> QueuePair:
         """Connect a QP to ``remote_gid``, wait for the handshake; AdapterError on REJ or timeout."""
         remote_gid = str(ipaddress.IPv6Address(remote_gid))
         ad = self.adapter
-        qp = ad.qp(qpn) if qpn is not None else ad.create_qp(service, pkey, mode, scope)
+        qp = ad.qp(qpn) if qpn is not None else ad.create_qp(service, pkey, mode, scope, pd=pd)
         comm_id = int.from_bytes(os.urandom(4), "big")
         n0 = os.urandom(layers.NONCE_BASE_LEN)
         session = None
@@ -95,7 +96,7 @@ class ConnectionManager:
         if qp.mode and qp.scope is Scope.SESSION:
             sk = keys.Key.generate(keys.KeyType.SK, self._sk_owner(ad.gid, qp.qpn, remote_gid))
             wrapped = keys.wrap_key(ad.keyring.pairwise_key(_guid(remote_gid)), sk)
-            session = (qp.qpn, comm_id)
+            session = ad.session_id(qp, comm_id)
             ad.store_session_key(session, sk)
         private = layers.IbsecPrivateData(secmode=qp.mode, n0=n0, wrapped_key=wrapped)
         service_id = IBSEC_SERVICE_ID | SCOPE_CODES[qp.scope]
@@ -272,7 +273,7 @@ class ConnectionManager:
             kek = ad.keyring.pairwise_key(_guid(src_gid))
             owner = self._sk_owner(src_gid, remote_qpn, ad.gid)
             sk = keys.unwrap_key(kek, bytes(private.wrapped_key), keys.KeyType.SK, owner)
-            session = (qp.qpn, comm_id)
+            session = ad.session_id(qp, comm_id)
             ad.store_session_key(session, sk)
         n0 = os.urandom(layers.NONCE_BASE_LEN)
         security = ad.security_for(qp, src_gid, remote_qpn, session, False, (n0, private.n0), remote_psn)

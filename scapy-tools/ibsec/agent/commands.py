@@ -81,7 +81,7 @@ class Commands:
         return [qp.describe() for qp in self.adapter.list_qps()]
 
     def cmd_create_qp(self, args: dict[str, Any], progress: Progress) -> Any:
-        """A new RC or UD QP: service, pkey, mode, scope, qkey (all optional)."""
+        """A new RC or UD QP: service, pkey, mode, scope, qkey, pd (all optional)."""
         scope = Scope(args["scope"]) if args.get("scope") else None
         qp = self.adapter.create_qp(
             Service(args.get("service", "UD")),
@@ -89,8 +89,13 @@ class Commands:
             _opt_int(args, "mode"),
             scope,
             _opt_int(args, "qkey"),
+            _opt_int(args, "pd"),
         )
         return qp.describe()
+
+    def cmd_alloc_pd(self, args: dict[str, Any], progress: Progress) -> Any:
+        """A new protection domain for an application: QPs that name it (``pd``) belong to it."""
+        return {"pd": self.adapter.alloc_pd()}
 
     def cmd_connect(self, args: dict[str, Any], progress: Progress) -> Any:
         """CM handshake to ``remote_gid``: REQ/REP/RTU for RC, SIDR_REQ/SIDR_REP for UD."""
@@ -105,6 +110,7 @@ class Commands:
             _timeout(args),
             _opt_int(args, "qpn"),
             _opt_int(args, "remote_qpn"),
+            _opt_int(args, "pd"),
         )
         return qp.describe()
 

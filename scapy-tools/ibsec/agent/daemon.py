@@ -16,6 +16,7 @@ from pathlib import Path
 from types import FrameType
 
 from ibsec import keys
+from ibsec.skc import DEFAULT_PREFETCH_ENTRIES
 
 from .adapter import Adapter, AgentConfig
 from .commands import Commands
@@ -62,6 +63,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--mtu", type=int, choices=IB_MTUS,
                         help="path MTU in payload bytes (default: the largest that fits the interface's MTU)")
     parser.add_argument("--skc-bytes", type=int, default=16384, help="session key cache size in bytes")
+    parser.add_argument("--skc-prefetch", type=int, default=DEFAULT_PREFETCH_ENTRIES,
+                        help="entries of the session key cache's prefetch buffer (0: no prefetching)")
     return parser.parse_args(argv)
 
 
@@ -96,6 +99,7 @@ def config_from(args: argparse.Namespace, mac: bytes) -> AgentConfig:
         retries=args.retries,
         mtu=args.mtu or path_mtu(args.iface),
         skc_bytes=args.skc_bytes,
+        skc_prefetch=args.skc_prefetch,
     )
 
 

@@ -115,6 +115,7 @@ class QueuePair:
     mode: int
     scope: Scope
     qkey: int = 0
+    pd: int = 0  # protection domain: RDMA WRITEs reach only regions of the same PD
     state: State = State.INIT
     remote_gid: str | None = None
     remote_qpn: int | None = None
@@ -158,6 +159,7 @@ class QueuePair:
             "pkey": self.partition.pkey,
             "mode": self.mode,
             "scope": self.scope.value,
+            "pd": self.pd,
             "state": self.state.value,
             "qkey": self.qkey,
             "remote_gid": self.remote_gid,
