@@ -19,6 +19,7 @@ from topologies import run, topofile
 
 ROCE_PORT = 4791
 PCAP_HEADER = 24
+PCAP_RECORD_HEADER = 16
 
 
 def tool(name: str, *args: str) -> list[str]:
@@ -132,6 +133,31 @@ def roce_frames(pcap: Path) -> list[tuple[float, bytes]]:
         if len(frame) > 66 and int.from_bytes(frame[56:58], "big") == ROCE_PORT:
             out.append((meta.sec + meta.usec / 1e6, bytes(frame)))
     return out
+
+
+def snapshot(pcap: Path, copy: Path) -> Path:
+    """A copy of a capture a switch may still be writing, cut after its last complete record (a pcap in the
+    switches' byte order)."""
+    data = pcap.read_bytes()
+    end = PCAP_HEADER
+    while end + PCAP_RECORD_HEADER <= len(data):
+        length = int.from_bytes(data[end + 8:end + 12], "little")  # incl_len
+        if end + PCAP_RECORD_HEADER + length > len(data):
+            break
+        end += PCAP_RECORD_HEADER + length
+    copy.write_bytes(data[:end])
+    return copy
+
+
+def spoofs_seen(frames: Iterable[dict[str, list[str]]]) -> set[tuple[str, str]]:
+    """(claimed host, traced host) of every frame our Wireshark dissector flagged as spoofed."""
+    found = set()
+    for frame in frames:
+        for message in frame["_ws.expert.message"]:
+            if message.startswith("claims "):
+                claimed, _, rest = message.removeprefix("claims ").partition(", traced to ")
+                found.add((claimed, rest.split(" ")[0]))
+    return found
 
 
 def pkey_of(frame: bytes) -> int:

@@ -4,10 +4,14 @@ trap flood, and the other filter policies (switched at run time)."""
 
 from __future__ import annotations
 
+import shutil
 import time
+from collections import defaultdict
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from ibsec import wireshark as ws
 from ibsm.fabric import plan_fabric, trace
 from ibsm.topology import load_topology
 
@@ -191,3 +195,64 @@ def test_with_policy_none_the_flood_reaches_the_victim_and_its_traffic_suffers(f
     assert reached >= sent * 0.8  # the flood hit the victim's adapter: nothing filtered anywhere
     assert scenario.events_of(fat_tree, "filter-installed", pkey="0x7d01") == []
     assert attacked < quiet * 0.6, (quiet, attacked)  # far fewer round trips while flooded
+
+
+WIRESHARK_FIELDS = [
+    "ibsec.mode", "ibsec.sth.tag", "ibsec.direction_from", "ibsec.nonce", "ibsec.icrc.good",
+    "ibsec.vendor.attribute", "ibsec.keydist.key_type", "ibsec.keydist.key_id", "ibsec.keydist.wrapped_key",
+    "ibsec.pkeytable.pkey", "ibsec.pkeytable.secmode", "ibsec.mad_auth.tag", "ibsec.notice.ext_version",
+    "ibsec.traced_host", "ibsec.claimed_host", "_ws.malformed", "_ws.expert.message",
+]
+
+
+def test_wireshark_reads_our_headers_in_the_runs_captures(fat_tree: run.FabricRun, tmp_path: Path) -> None:
+    """h0's port captures of this module's run (with an encrypted ping-pong h6 -> h0 and a flood from h5
+    claiming to be h3), read by tshark with our dissector: no malformed frame; every secured frame's STH,
+    direction and nonce (no nonce seals two different frames); the keys and P_Key table the SM sent h0 and
+    its acks; the floods h0 received and the traps it sent traced as the SM traced them."""
+    if shutil.which("tshark") is None:
+        pytest.skip("tshark is not installed (scripts/setup.sh installs it)")
+    part = next(p for p in fat_tree.partitions if {"h0", "h6"} <= set(p.members))
+    fat_tree.wait_provisioned(["h0", "h6"])
+    qpn, _ = scenario.rc_pair(fat_tree, "h6", "h0", part)
+    fat_tree.agents["h6"].call("perf", test="send_lat", qpn=qpn, size=64, iterations=20, duration=5.0)
+    scenario.wait_all([scenario.flood(fat_tree, "h5", "h0", 0x7A11, claimed="h3")])
+    event = scenario.wait_events(fat_tree, "traceback", {"0x7a11"}, "bad_key", 30)["0x7a11"]
+    assert (event["claimed_host"], event["traced_host"]) == ("h3", "h5")
+    host, pcaps = fat_tree.hosts["h0"], fat_tree.run_dir / "pcaps"
+    prefs = {"ibsec.topology": str(fat_tree.topology_file)}
+    received = scenario.snapshot(pcaps / f"{host.switch}-{host.port}_out.pcap", tmp_path / "received.pcap")
+    sent = scenario.snapshot(pcaps / f"{host.switch}-{host.port}_in.pcap", tmp_path / "sent.pcap")
+    rx = ws.read_fields(received, WIRESHARK_FIELDS, {**prefs, "ibsec.at_receiver": "TRUE"})
+    tx = ws.read_fields(sent, WIRESHARK_FIELDS, prefs)
+    frames = rx + tx
+    assert [f for f in frames if f["_ws.malformed"]] == []
+    assert all(f["ibsec.icrc.good"] == ["1"] for f in frames if f["ibsec.icrc.good"])
+    secured = [f for f in frames if f["ibsec.mode"] not in ([], ["0"])]
+    assert secured and all(len(f["ibsec.sth.tag"][0]) == 32 and f["ibsec.direction_from"] and f["ibsec.nonce"]
+                           for f in secured)
+    tags = defaultdict(set)
+    for f in secured:
+        tags[f["ibsec.nonce"][0]].add(f["ibsec.sth.tag"][0])
+    assert all(len(t) == 1 for t in tags.values())  # retransmissions repeat a frame; nothing else a nonce
+    keys_sent = {(f["ibsec.keydist.key_type"][0], f["ibsec.keydist.key_id"][0]): f for f in rx
+                 if f["ibsec.vendor.attribute"] == ["0x0010"]}
+    acks = {(f["ibsec.keydist.key_type"][0], f["ibsec.keydist.key_id"][0]): f for f in tx
+            if f["ibsec.vendor.attribute"] == ["0x0010"]}
+    assert keys_sent and set(acks) == set(keys_sent)
+    for key in keys_sent.values():  # wrapped (never all zero), authenticated; acks echo no key byte
+        assert set(key["ibsec.keydist.wrapped_key"][0]) != {"0"} and key["ibsec.mad_auth.tag"]
+    for ack in acks.values():
+        assert set(ack["ibsec.keydist.wrapped_key"][0]) == {"0"} and ack["ibsec.mad_auth.tag"]
+    tables = [f for f in rx if f["ibsec.vendor.attribute"] == ["0x0011"]]
+    modes = {f"{p.full_pkey:#06x}": str(topofile.SECURITY_MODES.index(p.security))
+             for p in fat_tree.partitions if "h0" in p.members}
+    for table in tables:
+        entries = dict(zip(table["ibsec.pkeytable.pkey"], table["ibsec.pkeytable.secmode"], strict=True))
+        assert entries.items() >= modes.items()
+    assert tables
+    traced = {(e["claimed_host"], e["traced_host"]) for e in fat_tree.events()
+              if e["event"] == "traceback" and e["victim"] == "h0"}
+    traps = [f for f in tx if f["ibsec.notice.ext_version"] == ["1"]]
+    assert traced and traced <= {(t["ibsec.claimed_host"][-1], t["ibsec.traced_host"][0]) for t in traps}
+    assert traced <= scenario.spoofs_seen(rx)  # the floods themselves, traced from their marks
