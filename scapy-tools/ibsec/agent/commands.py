@@ -70,6 +70,7 @@ class Commands:
             "stored": len(self.adapter.skc),
             "hits": stats.hits,
             "prefetch_hits": stats.prefetch_hits,
+            "prefetched": stats.prefetched,
             "misses": stats.misses,
             "evictions": stats.evictions,
             "hit_rate": stats.hit_rate,
