@@ -31,9 +31,10 @@ def agent_pair(*extra: str) -> Iterator[tuple[Agent, Agent]]:
             fabric.close()
 
 
-def echo_connection(a: Agent, b: Agent, mode: int, scope: str = "session") -> int:
-    """An RC connection a -> b in ``mode`` whose far end echoes every message; a's QPN."""
-    qpn, remote = rc_pair(a, b, mode, scope)
+def echo_connection(a: Agent, b: Agent, mode: int, scope: str = "session", pd: int | None = None) -> int:
+    """An RC connection a -> b in ``mode`` (owned by a's protection domain ``pd``, if given) whose far end
+    echoes every message; a's QPN."""
+    qpn, remote = rc_pair(a, b, mode, scope, pd=pd)
     b.call("serve", qpn=remote)
     return qpn
 

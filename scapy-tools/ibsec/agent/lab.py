@@ -297,8 +297,9 @@ def start_agents(
 
 
 def rc_pair(
-    a: Agent, b: Agent, mode: int, scope: str = "partition", pkey: int = SECURE_PKEY
+    a: Agent, b: Agent, mode: int, scope: str = "partition", pkey: int = SECURE_PKEY, pd: int | None = None
 ) -> tuple[int, int]:
-    """Connect an RC QP from ``a`` to ``b``: (a's QPN, b's QPN)."""
-    qp = a.call("connect", remote_gid=b.host.gid, service="RC", pkey=pkey, mode=mode, scope=scope)
+    """Connect an RC QP from ``a`` (in protection domain ``pd``, if given) to ``b``: (a's QPN, b's QPN)."""
+    owner = {} if pd is None else {"pd": pd}
+    qp = a.call("connect", remote_gid=b.host.gid, service="RC", pkey=pkey, mode=mode, scope=scope, **owner)
     return qp["qpn"], qp["remote_qpn"]
