@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -343,6 +344,14 @@ def test_marking_preferences_decode_digits_and_vectors(tmp_path: Path) -> None:
     assert one(got[0], "ibsec.mf") == f"0x{mf_mesh:016x}" and got[0]["ibsec.mf.scheme"] == []
 
 
-def test_install_copies_the_plugin_into_a_plugin_folder(tmp_path: Path) -> None:
-    target = ws.install(tmp_path / "plugins")
-    assert target.read_bytes() == ws.PLUGIN.read_bytes() and target.stat().st_mode & 0o777 == 0o644
+def test_install_puts_the_plugin_where_tshark_loads_it(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """``make wireshark`` for a user whose home is tmp_path: tshark started by that user knows ibsec."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    target = ws.install()
+    assert target.is_relative_to(tmp_path) and target.read_bytes() == ws.PLUGIN.read_bytes()
+    assert target.stat().st_mode & 0o777 == 0o644
+    protocols = subprocess.run([ws.tshark(), "-G", "protocols"], capture_output=True, text=True, timeout=120,
+                               check=True).stdout
+    assert "ibsec" in [line.split("\t")[-1] for line in protocols.splitlines()]  # name, short name, filter
