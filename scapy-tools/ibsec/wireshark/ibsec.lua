@@ -620,7 +620,7 @@ end
 -- The sender's endpoint: UD names its source QP; RC and UC frames of our agents carry the source QPN's
 -- low 14 bits in the UDP source port. Else the peer of a known destination.
 local function sender_endpoint(src_port, src_qp, sport, dest)
-    if src_qp then return conn.endpoints[endpoint_key(src_port, src_qp)] end
+    if src_qp then return conn.endpoints[endpoint_key(src_port, src_qp)] or (dest and dest.peer) end
     if sport >= UDP_SPORT_BASE then
         local list = conn.by_port[src_port] or {}
         for i = #list, 1, -1 do
