@@ -244,7 +244,7 @@ def run(ctx: Context) -> Section:
                 "agent, prefetch",
                 "prefetch gain, agents",
                 "prefetch gain, cache policy on the same trace",
-                "prefetch gain, simulator (table above)",
+                f"prefetch gain, simulator ({bench_skc.SOURCES} sessions per process)",
                 "paper",
             ],
             [
