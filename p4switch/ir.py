@@ -20,7 +20,7 @@ import functools
 import sys
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -41,6 +41,10 @@ class IRFormatError(ValueError):
         """The same error seen from the enclosing object (`step` is a key or `[i]`)."""
         sep = "" if not self.path or self.path.startswith("[") else "."
         return IRFormatError(self.message, step + sep + self.path)
+
+
+class WrongFormat(IRFormatError):
+    """A document of another format, or of another version of this one."""
 
 
 class Node:
@@ -887,6 +891,19 @@ class Program:
     pipeline: Pipeline
 
 
+def children(node: Any) -> Iterator[Any]:
+    """The nodes directly inside `node`, in field order (from fields holding a node, or a tuple or dict
+    of them): what a pass needs to walk the whole tree without knowing every kind."""
+    for f in _fields(type(node)):
+        value = getattr(node, f.attr)
+        if isinstance(value, tuple):
+            yield from (item for item in value if dataclasses.is_dataclass(item))
+        elif isinstance(value, dict):
+            yield from (item for item in value.values() if dataclasses.is_dataclass(item))
+        elif dataclasses.is_dataclass(value):
+            yield value
+
+
 # ----------------------------------------------------------------------------------------- serializer
 
 _Encode = Callable[[Any], Any]
@@ -911,9 +928,9 @@ def to_json(program: Program) -> dict[str, Any]:
 def from_json(doc: Any) -> Program:
     """Read a program from its JSON object; raises IRFormatError naming the path of a bad value."""
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise IRFormatError(f"not p4switch IR JSON (format != {FORMAT!r})")
+        raise WrongFormat(f"program is not p4switch IR JSON (format != {FORMAT!r})")
     if doc.get("version") != VERSION:
-        raise IRFormatError(
+        raise WrongFormat(
             f"p4switch IR version {doc.get('version')} is not this p4switch's version {VERSION}: "
             "compile the program again with this p4switch-cc"
         )

@@ -1,4 +1,5 @@
-"""The p4switch execution engine: loads the IR JSON, compiles it to Python and runs the v1model pipeline.
+"""The p4switch execution engine: loads a program (IR JSON, read once into p4switch.ir), compiles it to
+Python and runs the v1model pipeline.
 
 Public API: p4switch.engine.api (re-exported here)."""
 

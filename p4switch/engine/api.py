@@ -25,6 +25,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from p4switch import ir
+
 # Per-packet trace logging (BMv2's "trace" level), below logging.DEBUG.
 TRACE = 5
 logging.addLevelName(TRACE, "TRACE")
@@ -251,7 +253,7 @@ class Switch:
     @classmethod
     def load(
         cls,
-        ir_json: bytes | str,
+        ir_json: bytes | str | ir.Program,
         *,
         log: logging.Logger | None = None,
         clock: Callable[[], float] = time.monotonic,
@@ -259,8 +261,9 @@ class Switch:
     ) -> Switch:
         """Compile the IR JSON (docs/p4switch-ir.md) into a ready switch. Raises ProgramError.
 
-        ``clock`` returns seconds (monotonic) for meters and ingress_global_timestamp; ``rng`` feeds
-        v1model's ``random()`` (tests pass a seeded one)."""
+        The JSON is read once into the typed IR (p4switch.ir); (added:) a ``p4switch.ir.Program``
+        is taken as it is. ``clock`` returns seconds (monotonic) for meters and
+        ingress_global_timestamp; ``rng`` feeds v1model's ``random()`` (tests pass a seeded one)."""
         from p4switch.engine.switch import load
 
         return load(ir_json, log=log, clock=clock, rng=rng)

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from p4switch import ir
 from p4switch.engine.api import (
     DROP_PORT,
     PKT_INSTANCE_EGRESS_CLONE,
@@ -47,8 +48,6 @@ from p4switch.engine.externs import (
 )
 from p4switch.engine.tables import ActionInfo, ActionProfile, KeyField, Table, action_text, lookup_name
 
-Json = dict[str, Any]
-IR_VERSION = 1  # docs/p4switch-ir.md
 MAX_CLONE_DEPTH = 4  # an E2E clone may clone again; bound it so a program cannot loop forever
 
 
@@ -122,29 +121,29 @@ class V1Switch(Switch):
     """Switch implementation (see api.Switch for the contract)."""
 
     def __init__(
-        self, ir: Json, log: logging.Logger | None, clock: Callable[[], float], rng: random.Random
+        self, program: ir.Program, log: logging.Logger | None, clock: Callable[[], float], rng: random.Random
     ) -> None:
         super().__init__()
         if log is not None:
             self.log = log
-        self.ir = ir
+        self.program = program
         self.clock = clock
         self.start_time = clock()
         self.x = ExternCtx(self, rng)
         self.mcast: dict[int, list[tuple[int, int]]] = {}
         self.sessions: dict[int, CloneSession] = {}
-        self.digest_fields = {d["name"]: [f["name"] for f in d["fields"]] for d in ir.get("digests", [])}
-        self.errors: list[str] = list(ir.get("errors") or [])
+        self.digest_fields = {d.name: [f.name for f in d.fields] for d in program.digests}
+        self.errors: list[str] = list(program.errors)
         self._compile()
 
     # ------------------------------------------------------------------------------ compile
     def _compile(self) -> None:
-        ir = self.ir
-        gen = Codegen(ir)
+        program = self.program
+        gen = Codegen(program)
         source = gen.generate()
-        pipeline = ir["pipeline"]
-        if pipeline.get("arch", "v1model") != "v1model":
-            raise ProgramError(f"architecture {pipeline.get('arch')} is not supported by p4switch")
+        pipeline = program.pipeline
+        if pipeline.arch != "v1model":
+            raise ProgramError(f"architecture {pipeline.arch} is not supported by p4switch")
         source += self._drivers(pipeline)
         self.source = source
         g: dict[str, Any] = {
@@ -162,15 +161,15 @@ class V1Switch(Switch):
             "_trace_table": self._trace_table,
         }
         try:
-            code = compile(source, f"<p4switch {ir.get('source', 'program')}>", "exec")
+            code = compile(source, f"<p4switch {program.source or 'program'}>", "exec")
         except SyntaxError as exc:  # a bug in codegen: say where
             raise ProgramError(f"internal error compiling the program: {exc}") from exc
         exec(code, g)
         self.g = g
         self._make_externs(gen)
         self._make_tables(gen)
-        self.new_headers = g[f"S_{ident(pipeline['headers_type'])}"]
-        self.new_meta = g[f"S_{ident(pipeline['metadata_type'])}"]
+        self.new_headers = g[f"S_{ident(pipeline.headers_type)}"]
+        self.new_meta = g[f"S_{ident(pipeline.metadata_type)}"]
         self.new_sm = g["S_standard_metadata_t"]
         self.run_parser = g["RUN_parser"]
         self.run_ingress = g["RUN_ingress"]
@@ -180,12 +179,13 @@ class V1Switch(Switch):
         self.parse_ctx = PacketCtx(b"")
         self.deparse_ctx = PacketCtx(b"")
 
-    def _drivers(self, pipeline: Json) -> str:
+    def _drivers(self, pipeline: ir.Pipeline) -> str:
         """The four phases the engine calls per packet (parser; verify checksum + ingress; egress;
         compute checksum + deparser), each calling its blocks with (packet, headers, meta,
         standard_metadata) in the block's own parameter order and skipping empty controls."""
-        blocks = {b["name"]: b for b in self.ir["parsers"] + self.ir["controls"]}
-        roles = {pipeline["headers_type"]: "H", pipeline["metadata_type"]: "M", "standard_metadata_t": "SM"}
+        blocks: dict[str, ir.Parser | ir.Control] = {b.name: b for b in self.program.parsers}
+        blocks.update((b.name, b) for b in self.program.controls)
+        roles = {pipeline.headers_type: "H", pipeline.metadata_type: "M", "standard_metadata_t": "SM"}
         phases = {
             "parser": ["parser"],
             "ingress": ["verify_checksum", "ingress"],
@@ -194,7 +194,7 @@ class V1Switch(Switch):
         }
         lines = []
         for phase, members in phases.items():
-            calls = [self._block_call(blocks, pipeline[role], role, roles) for role in members]
+            calls = [self._block_call(blocks, getattr(pipeline, role), role, roles) for role in members]
             calls = [call for call in calls if call]
             if not calls and phase == "egress":
                 continue  # the engine skips an empty egress (and its timestamp) altogether
@@ -203,23 +203,24 @@ class V1Switch(Switch):
             lines.append("    pass")
         return "\n".join(lines) + "\n"
 
-    def _block_call(self, blocks: dict[str, Json], name: str, role: str, roles: dict[str, str]) -> str:
+    def _block_call(
+        self, blocks: dict[str, ir.Parser | ir.Control], name: str, role: str, roles: dict[str, str]
+    ) -> str:
         blk = blocks.get(name)
         if blk is None:
             raise ProgramError(f"pipeline block {name} not found")
-        if role != "parser" and not blk.get("body"):
+        if role != "parser" and not getattr(blk, "body", ()):
             return ""
         args = []
-        for p in blk["params"]:
-            t = p["type"]
-            if t["k"] in ("packet_in", "packet_out"):
+        for p in blk.params:
+            t = p.type
+            if isinstance(t, ir.TPacketIn | ir.TPacketOut):
                 args.append("pk")
-            elif t["k"] == "struct" and t["name"] in roles:
-                args.append(roles[t["name"]])
+            elif isinstance(t, ir.TStruct) and t.name in roles:
+                args.append(roles[t.name])
             else:
                 raise ProgramError(
-                    f"{blk.get('src', name)}: parameter {p['name']} of {name} is not a v1model "
-                    "pipeline parameter"
+                    f"{blk.src or name}: parameter {p.name} of {name} is not a v1model pipeline parameter"
                 )
         prefix = "PARSER" if role == "parser" else "CONTROL"
         return f"{prefix}_{ident(name)}({', '.join(args)})"
@@ -228,29 +229,25 @@ class V1Switch(Switch):
         self.counters: dict[str, Counter] = {}
         self.meters: dict[str, MeterArray] = {}
         self.registers: dict[str, Register] = {}
-        self.direct_meters: dict[str, Json] = {}
-        self.profiles_ir: dict[str, Json] = {}
+        self.direct_meters: dict[str, ir.DirectMeter] = {}
+        self.profiles_ir: dict[str, ir.ActionProfile | ir.ActionSelector] = {}
         for name, inst in gen.externs.items():
-            kind = inst["kind"]
             obj: Any = None
-            if kind == "counter":
-                obj = self.counters[name] = Counter(name, int(inst["size"]))
-            elif kind == "meter":
-                obj = self.meters[name] = MeterArray(
-                    name, int(inst["size"]), inst.get("unit") == "bytes", self.clock
-                )
-            elif kind == "register":
-                t = inst["type"]
-                width = 1 if t["k"] == "bool" else int(t["w"])
-                obj = self.registers[name] = Register(name, int(inst["size"]), width, t["k"] == "int")
-            elif kind == "direct_meter":
+            if isinstance(inst, ir.Counter):
+                obj = self.counters[name] = Counter(name, inst.size)
+            elif isinstance(inst, ir.Meter):
+                obj = self.meters[name] = MeterArray(name, inst.size, inst.unit == "bytes", self.clock)
+            elif isinstance(inst, ir.Register):
+                width = gen.width(inst.type)
+                obj = self.registers[name] = Register(name, inst.size, width, isinstance(inst.type, ir.TInt))
+            elif isinstance(inst, ir.DirectMeter):
                 self.direct_meters[name] = inst
-            elif kind in ("action_profile", "action_selector"):
+            elif isinstance(inst, ir.ActionProfile | ir.ActionSelector):
                 self.profiles_ir[name] = inst
-                if kind == "action_selector" and inst.get("algorithm") not in HASH_ALGORITHMS:
+                if isinstance(inst, ir.ActionSelector) and inst.algorithm not in HASH_ALGORITHMS:
                     raise ProgramError(
-                        f"{inst.get('src', name)}: action_selector algorithm "
-                        f"{inst.get('algorithm')} is not supported by p4switch"
+                        f"{inst.src or name}: action_selector algorithm "
+                        f"{inst.algorithm} is not supported by p4switch"
                     )
             self.g[f"EXT{gen.extern_ids[name]}"] = obj
 
@@ -258,82 +255,78 @@ class V1Switch(Switch):
         self.tables: dict[str, Table] = {}
         self.profiles: dict[str, ActionProfile] = {}
         infos: dict[str, dict[str, ActionInfo]] = {}
-        for t in self.ir["tables"]:
+        for t in self.program.tables:
             acts = {}
-            for ref in t["actions"]:
-                a = gen.actions[ref["name"]]
-                params = [(p["name"], gen.width(p["type"])) for p in a["params"]]
-                fn = self.g[gen.action_fns[(t["control"], a["name"])]]
-                acts[a["name"]] = ActionInfo(a["name"], params, fn)
-            infos[t["name"]] = acts
+            for ref in t.actions:
+                a = gen.actions[ref.name]
+                params = [(p.name, gen.width(p.type)) for p in a.params]
+                fn = self.g[gen.action_fns[(t.control, a.name)]]
+                acts[a.name] = ActionInfo(a.name, params, fn)
+            infos[t.name] = acts
         for name, inst in self.profiles_ir.items():
             union: dict[str, ActionInfo] = {}
-            for tname in inst.get("tables", []):
+            for tname in inst.tables:
                 union.update(infos.get(tname, {}))
+            selector = inst if isinstance(inst, ir.ActionSelector) else None
             self.profiles[name] = ActionProfile(
                 name,
                 union,
-                int(inst.get("size", 0)),
-                inst.get("algorithm"),
-                int(inst.get("output_width", 0)),
-                int(inst.get("max_group_size", 0)),
+                inst.size,
+                selector.algorithm if selector else None,
+                selector.output_width if selector else 0,
+                selector.max_group_size if selector else 0,
             )
-        for t in self.ir["tables"]:
-            keys = [
-                KeyField(k["name"], k["match"], gen.width(k["type"]))
-                for k in t["keys"]
-                if k["match"] != "selector"
-            ]
+        for t in self.program.tables:
+            keys = [KeyField(k.name, k.match, gen.width(k.type)) for k in t.keys if k.match != "selector"]
             for k in keys:
                 if k.kind not in ("exact", "ternary", "lpm", "range", "optional"):
-                    raise ProgramError(f"{t.get('src')}: match kind {k.kind} is not supported by p4switch")
-            d = t["default_action"]
-            default = self._action_call(infos[t["name"]], d["name"], d.get("args", []), t)
+                    raise ProgramError(f"{t.src}: match kind {k.kind} is not supported by p4switch")
+            d = t.default_action
+            default = self._action_call(infos[t.name], d.name, d.args, t)
             meter_factory = None
-            if t.get("direct_meter"):
+            if t.direct_meter:
                 meter_factory = self._new_meter
             table = Table(
-                t["name"],
+                t.name,
                 keys,
-                infos[t["name"]],
-                {a["name"]: a.get("scope", "all") for a in t["actions"]},
+                infos[t.name],
+                {a.name: a.scope for a in t.actions},
                 default,
-                bool(d.get("const")),
-                int(t.get("size") or 0),
-                self.profiles.get(t.get("implementation") or ""),
+                d.const,
+                t.size,
+                self.profiles.get(t.implementation or ""),
                 meter_factory,
             )
-            for e in t.get("entries", []):
+            for e in t.entries:
                 try:
-                    table.insert(self._const_entry(t, keys, infos[t["name"]], e), const=True)
+                    table.insert(self._const_entry(t, keys, infos[t.name], e), const=True)
                 except EngineError as exc:
-                    raise ProgramError(f"{e.get('src') or t.get('src')}: {exc}") from None
-            table.immutable = bool(t.get("entries_const"))
-            tid = gen.table_ids[t["name"]]
+                    raise ProgramError(f"{e.src or t.src}: {exc}") from None
+            table.immutable = t.entries_const
+            tid = gen.table_ids[t.name]
             self.g[f"TBL{tid}"] = table
             self.g[f"TBL{tid}_lookup"] = table.lookup
-            self.tables[t["name"]] = table
+            self.tables[t.name] = table
 
     def _new_meter(self) -> Meter:
         return Meter(self.clock)
 
     def _action_call(
-        self, acts: dict[str, ActionInfo], name: str, args: Sequence[int], t: Json
+        self, acts: dict[str, ActionInfo], name: str, args: Sequence[int], t: ir.Table
     ) -> ActionCall:
         info = acts.get(name)
         if info is None:
-            raise ProgramError(f"{t.get('src')}: table {t['name']}: action {name} is not in its actions")
+            raise ProgramError(f"{t.src}: table {t.name}: action {name} is not in its actions")
         return ActionCall(name, {p: int(v) for (p, _), v in zip(info.params, args, strict=True)})
 
-    def _const_entry(self, t: Json, keys: list[KeyField], acts: dict[str, ActionInfo], e: Json) -> TableEntry:
+    def _const_entry(
+        self, t: ir.Table, keys: list[KeyField], acts: dict[str, ActionInfo], e: ir.Entry
+    ) -> TableEntry:
         match: dict[str, Any] = {}
-        for k, m in zip(keys, e["match"], strict=True):
-            kind = m["kind"]
-            if kind == "dont_care":
-                continue
-            if kind == "exact":
+        for k, m in zip(keys, e.match, strict=True):
+            if isinstance(m, ir.MatchExact):
                 # const entries of optional/ternary keys may be written as plain values
-                value = m["value"]
+                value = m.value
                 match[k.name] = {
                     "exact": Exact(value),
                     "optional": Optional_(value),
@@ -341,17 +334,17 @@ class V1Switch(Switch):
                     "lpm": Lpm(value, k.width),
                     "range": Range(value, value),
                 }[k.kind]
-            elif kind == "ternary":
-                match[k.name] = Ternary(m["value"] & m["mask"], m["mask"])
-            elif kind == "lpm":  # bits beyond the prefix do not matter in the source; P4Runtime wants them 0
-                plen = m["prefix_len"]
-                match[k.name] = Lpm(m["value"] & (((1 << plen) - 1) << (k.width - plen)), plen)
-            elif kind == "range":
-                match[k.name] = Range(m["low"], m["high"])
-            elif kind == "optional":
-                match[k.name] = Optional_(m["value"])
-        action = self._action_call(acts, e["action"]["name"], e["action"].get("args", []), t)
-        return TableEntry(match, action, int(e.get("priority") or 1))
+            elif isinstance(m, ir.MatchTernary):
+                match[k.name] = Ternary(m.value & m.mask, m.mask)
+            elif isinstance(m, ir.MatchLpm):  # bits beyond the prefix do not matter; P4Runtime wants them 0
+                plen = m.prefix_len
+                match[k.name] = Lpm(m.value & (((1 << plen) - 1) << (k.width - plen)), plen)
+            elif isinstance(m, ir.MatchRange):
+                match[k.name] = Range(m.low, m.high)
+            elif isinstance(m, ir.MatchOptional):
+                match[k.name] = Optional_(m.value)
+        action = self._action_call(acts, e.action.name, e.action.args, t)
+        return TableEntry(match, action, e.priority or 1)
 
     # --------------------------------------------------------------------------------- trace
     def _trace(self, fmt: str, *args: Any) -> None:
@@ -722,24 +715,29 @@ class V1Switch(Switch):
             return list(self.sessions.values())
 
 
+def read_program(ir_json: bytes | str) -> ir.Program:
+    """The typed IR of a program's JSON (read once, at load). Raises ProgramError."""
+    try:
+        doc = json.loads(ir_json)
+    except ValueError as exc:
+        raise ProgramError(f"program is not valid JSON: {exc}") from None
+    try:
+        return ir.from_json(doc)
+    except ir.WrongFormat as exc:
+        raise ProgramError(str(exc)) from None
+    except ir.IRFormatError as exc:
+        raise ProgramError(f"malformed p4switch IR: {exc}") from None
+
+
 def load(
-    ir_json: bytes | str,
+    program: bytes | str | ir.Program,
     log: logging.Logger | None = None,
     clock: Callable[[], float] = time.monotonic,
     rng: random.Random | None = None,
 ) -> V1Switch:
+    if not isinstance(program, ir.Program):
+        program = read_program(program)
     try:
-        ir = json.loads(ir_json)
-    except ValueError as exc:
-        raise ProgramError(f"program is not valid JSON: {exc}") from None
-    if not isinstance(ir, dict) or ir.get("format") != "p4switch-ir":
-        raise ProgramError("program is not p4switch IR JSON (format != 'p4switch-ir')")
-    if ir.get("version") != IR_VERSION:
-        raise ProgramError(
-            f"p4switch IR version {ir.get('version')} is not the engine's version {IR_VERSION}: "
-            "compile the program again with this p4switch-cc"
-        )
-    try:
-        return V1Switch(ir, log, clock, rng or random.Random())
+        return V1Switch(program, log, clock, rng or random.Random())
     except (KeyError, TypeError, ValueError, IndexError) as exc:
         raise ProgramError(f"malformed p4switch IR: {type(exc).__name__}: {exc}") from exc

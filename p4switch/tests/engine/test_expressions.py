@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from p4switch import ir
 from p4switch.engine.api import ProgramError
 from p4switch.engine.codegen import Codegen, Scope
 from p4switch.tests.engine.irbuild import (
@@ -25,9 +26,10 @@ from p4switch.tests.engine.irbuild import (
 
 
 def evaluate(expr: dict[str, Any], **values: int) -> Any:
-    gen = Codegen(program({}, [], [], []))
+    """Generate the expression (written in its JSON form, read as the engine reads a program) and run it."""
+    gen = Codegen(ir.from_json(program({}, [], [], [])))
     names = {name: name for name in values}
-    source = gen.expr(expr, Scope(names, "test"))
+    source = gen.expr(ir.node_from_json(ir.Expr, expr), Scope(names, "test"))
     return eval(source, {}, dict(values))  # noqa: S307 - our generated code
 
 

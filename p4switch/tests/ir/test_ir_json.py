@@ -170,4 +170,4 @@ def test_bad_json_is_refused_with_the_path_of_the_bad_value() -> None:
         f"p4switch IR version 0 is not this p4switch's version {ir.VERSION}: "
         "compile the program again with this p4switch-cc",
     )
-    bad({"format": "bmv2"}, "not p4switch IR JSON (format != 'p4switch-ir')")
+    bad({"format": "bmv2"}, "program is not p4switch IR JSON (format != 'p4switch-ir')")
