@@ -32,9 +32,10 @@ def time_stages(path: Path) -> dict[str, float]:
     tree = parse(text, smap)
     t2 = time.perf_counter()
     elab = Elaborator(tree, smap, text, path.name)
-    ir = elab.run()
+    program = elab.run()
     t3 = time.perf_counter()
-    p4info.build(ir, elab)
+    program, ids = p4info.assign_ids(program, elab.p4info_extras())
+    p4info.build(program, elab.p4info_extras(), ids)
     t4 = time.perf_counter()
     return {
         "preprocess": t1 - t0,

@@ -18,11 +18,13 @@ import json
 import os
 import sys
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from google.protobuf import json_format, text_format
 
+from p4switch import ir
 from p4switch.frontend import p4info
 from p4switch.frontend.elaborate import Elaborator
 from p4switch.frontend.errors import P4Error
@@ -32,12 +34,17 @@ from p4switch.frontend.preprocess import preprocess
 
 @dataclass
 class Compiled:
-    """The two outputs of a compile: the IR (docs/p4switch-ir.md) and the P4Info message."""
+    """The two outputs of a compile: the program in the typed IR (p4switch.ir) and the P4Info message."""
 
-    ir: dict[str, Any]
+    program: ir.Program
     p4info: Any
     preprocessed: str = ""
     """the program after the preprocessor (p4c's driver writes it as NAME.p4i)"""
+
+    @cached_property
+    def ir(self) -> dict[str, Any]:
+        """The program's JSON form (docs/p4switch-ir.md)."""
+        return ir.to_json(self.program)
 
     def ir_json(self) -> str:
         return json.dumps(self.ir, indent=1) + "\n"
@@ -64,9 +71,9 @@ def compile_file(
     text, smap = preprocess(path, include_dirs, defines)
     tree = parse(text, smap)
     elab = Elaborator(tree, smap, text, path.name)
-    ir = elab.run()
-    info = p4info.build(ir, elab)
-    return Compiled(ir, info, text)
+    program, ids = p4info.assign_ids(elab.run(), elab.p4info_extras())
+    info = p4info.build(program, elab.p4info_extras(), ids)
+    return Compiled(program, info, text)
 
 
 def _define(text: str) -> tuple[str, str]:

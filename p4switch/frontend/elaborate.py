@@ -10,18 +10,32 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lark import Token, Tree
 
+from p4switch import ir
+from p4switch.frontend import p4info
 from p4switch.frontend.errors import P4Error, Pos, type_error, unsupported
 from p4switch.frontend.preprocess import SourceMap
-from p4switch.frontend.types import ANY, BOOL, ERROR, INFINT, STRING, VOID, Type, Value, bit, const, wrap
+from p4switch.frontend.types import (
+    ANY,
+    BOOL,
+    ERROR,
+    INFINT,
+    STRING,
+    VOID,
+    Type,
+    Value,
+    bit,
+    const,
+    from_ir,
+    wrap,
+)
 
 PTree = Tree[Any]
 Node = PTree | Token
-IR = dict[str, Any]
 
 _V1SWITCH_BLOCKS = ("parser", "verify_checksum", "ingress", "egress", "compute_checksum", "deparser")
 _EXTERN_FN_HANDLERS = {
@@ -59,6 +73,7 @@ _EXTERN_FN_ARITY = {
     "assume": 1,
 }  # log_msg takes a format and an optional field list
 _UNIT = {"packets": "packets", "bytes": "bytes", "packets_and_bytes": "both"}
+_NO_DEFAULT = ir.DefaultAction("")  # a table's default action before its properties are read
 
 
 @dataclass
@@ -67,7 +82,7 @@ class Sym:
 
     kind: str  # var alias const table action inst subcontrol extern_fn instance
     t: Type = ANY
-    ir: str = ""  # IR variable name, or fully qualified control-plane name
+    qname: str = ""  # IR variable name, or fully qualified control-plane name
     value: Value | None = None
     tree: PTree | None = None
     control: str | None = None
@@ -82,14 +97,14 @@ class Ctx:
     kind: str  # parser | control
     scopes: list[dict[str, Sym]]
     used: set[str] = field(default_factory=set)
-    locals: list[IR] = field(default_factory=list)
-    sink: list[IR] | None = None  # where hoisted locals go (an action's locals while lowering it)
-    params: list[IR] = field(default_factory=list)
+    locals: list[ir.Local] = field(default_factory=list)
+    sink: list[ir.Local] | None = None  # where hoisted locals go (an action's locals while lowering it)
+    params: list[ir.Param] = field(default_factory=list)
     prefix: str = ""  # control-plane name prefix: the block, or the instance path of an inlined sub-control
     stack_next: dict[str, int] | None = None  # parsers: nextIndex of each header stack in the current state
-    pre: list[IR] | None = None  # statements a function call inside the current statement's expressions needs
+    pre: list[ir.Stmt] | None = None  # what the calls in the current statement's expressions need first
     in_action: int = 0  # nesting depth of action bodies being lowered (no table may be applied there)
-    exit_copy_out: list[IR] = field(default_factory=list)  # what an `exit` copies out first (inline_action)
+    exit_copy_out: list[ir.Stmt] = field(default_factory=list)  # what an `exit` copies out first (inlining)
 
 
 @dataclass
@@ -140,19 +155,19 @@ class Elaborator:
         self.globals: dict[str, Sym] = {}
         self.errors: list[str] = []
         self.match_kinds: set[str] = set()
-        self.enums: dict[str, list[str]] = {}
-        self.headers: dict[str, IR] = {}
-        self.structs: dict[str, IR] = {}
+        self.enums: dict[str, tuple[str, ...]] = {}
+        self.headers: dict[str, ir.HeaderType] = {}
+        self.structs: dict[str, ir.StructType] = {}
+        self.member_types: dict[tuple[str, str], list[tuple[str, Type]]] = {}  # (header|struct, name)
         self.header_annos: dict[str, dict[str, list[Any]]] = {}
-        self.externs: list[IR] = []
-        self.extern_by_name: dict[str, IR] = {}
-        self.actions: dict[str, IR] = {}
+        self.extern_by_name: dict[str, ir.ExternInstance] = {}
+        self.actions: dict[str, ir.Action | None] = {}  # None while its body is being lowered
         self.action_annos: dict[str, dict[str, list[Any]]] = {}
-        self.tables: list[IR] = []
+        self.tables: list[ir.Table] = []
         self.table_annos: dict[str, dict[str, list[Any]]] = {}
-        self.digests: dict[str, IR] = {}
-        self.parsers: list[IR] = []
-        self.controls: list[IR] = []
+        self.digests: dict[str, ir.DigestType] = {}
+        self.parsers: list[ir.Parser] = []
+        self.controls: list[ir.Control] = []
         self.meta_type = ""
         self.extern_annos: dict[str, dict[str, list[Any]]] = {}
         # for P4Info, as p4c writes it: annotations of keys and action parameters, the actions a control
@@ -162,6 +177,19 @@ class Elaborator:
         self.called_actions: list[str] = []
         self.action_ref_annos: dict[tuple[str, str], dict[str, list[Any]]] = {}  # (table, action)
         self.field_names: dict[tuple[str, str], str] = {}
+
+    def p4info_extras(self) -> p4info.Extras:
+        """What the P4Info passes read that the IR does not carry (annotations, actions called directly)."""
+        return p4info.Extras(
+            self.action_annos,
+            self.table_annos,
+            self.extern_annos,
+            self.header_annos,
+            self.key_annos,
+            self.param_annos,
+            self.action_ref_annos,
+            self.called_actions,
+        )
 
     # ------------------------------------------------------------------ positions and annotations
     def pos(self, node: Node) -> Pos:
@@ -208,7 +236,7 @@ class Elaborator:
         return result
 
     # ------------------------------------------------------------------ declarations and types
-    def run(self) -> IR:
+    def run(self) -> ir.Program:
         for decl in kids(self.tree):
             self.declare(decl)
         return self.lower_main()
@@ -251,36 +279,37 @@ class Elaborator:
     def decl_header_decl(self, decl: PTree) -> None:
         name = self.name(decl.children[1])
         annos = self.annos(decl.children[0])
-        fields: list[IR] = []
+        fields: list[ir.HeaderField] = []
+        members: list[tuple[str, Type]] = []
         for fname, t, _, f in self.fields(decl):
             if not t.is_bits:
                 raise unsupported(self.pos(f), f"header field of type {t}")
-            fields.append({"name": fname, "w": t.w, "signed": t.k == "int"})
+            fields.append(ir.HeaderField(fname, t.w, t.k == "int"))
+            members.append((fname, t))
         ch = annos.get("controller_header", [None])
-        bits = sum(int(f["w"]) for f in fields)
+        bits = sum(f.w for f in fields)
         if bits % 8:
             raise type_error(
                 self.pos(decl.children[1]), f"header {name} is {bits} bits wide, not whole bytes"
             )
-        self.headers[name] = {
-            "fields": fields,
-            "bits": sum(f["w"] for f in fields),
-            "controller_header": ch[0] if ch else None,
-        }
+        self.headers[name] = ir.HeaderType(tuple(fields), bits, ch[0] if ch else None)
+        self.member_types[("header", name)] = members
         self.header_annos[name] = annos
         self.types[name] = ("header", None)
 
     def decl_struct_decl(self, decl: PTree) -> None:
         name = self.name(decl.children[1])
         fields = []
+        members: list[tuple[str, Type]] = []
         for fname, t, annos, f in self.fields(decl):
             if t.k not in ("bit", "int", "bool", "header", "struct", "stack", "error", "enum"):
                 raise unsupported(self.pos(f), f"struct field of type {t}")
-            entry: IR = {"name": fname, "type": t.json()}
-            if "field_list" in annos:
-                entry["field_lists"] = annos["field_list"]
-            fields.append(entry)
-        self.structs[name] = {"fields": fields}
+            lists = annos.get("field_list")
+            field_lists = None if lists is None else tuple(lists)
+            fields.append(ir.StructField(fname, t.to_ir(), field_lists))
+            members.append((fname, t))
+        self.structs[name] = ir.StructType(tuple(fields))
+        self.member_types[("struct", name)] = members
         self.types[name] = ("struct", None)
 
     def decl_union_decl(self, decl: PTree) -> None:
@@ -288,7 +317,7 @@ class Elaborator:
 
     def decl_enum_decl(self, decl: PTree) -> None:
         name = self.name(decl.children[1])
-        self.enums[name] = [self.name(n) for n in kids(decl.children[2])]
+        self.enums[name] = tuple(self.name(n) for n in kids(decl.children[2]))
         self.types[name] = ("enum", None)
 
     def decl_ser_enum_decl(self, decl: PTree) -> None:
@@ -330,7 +359,7 @@ class Elaborator:
 
     def decl_action_decl(self, decl: PTree) -> None:
         name = self.name(decl.children[1])
-        self.globals[name] = Sym("action", tree=decl, ir=self.fq(None, name, self.annos(decl.children[0])))
+        self.globals[name] = Sym("action", tree=decl, qname=self.fq(None, name, self.annos(decl.children[0])))
 
     def decl_instantiation(self, decl: PTree) -> None:
         name = self.name(decl.children[3])
@@ -347,7 +376,7 @@ class Elaborator:
         if decl.children[3] is not None:
             raise unsupported(self.pos(decl), "generic function")
         name = self.name(decl.children[2])
-        self.globals[name] = Sym("function", tree=decl, ir=name)
+        self.globals[name] = Sym("function", tree=decl, qname=name)
 
     def decl_value_set_decl(self, decl: PTree) -> None:
         raise unsupported(self.pos(decl), "value_set")
@@ -425,7 +454,7 @@ class Elaborator:
         return v.const
 
     # ------------------------------------------------------------------ main and blocks
-    def lower_main(self) -> IR:
+    def lower_main(self) -> ir.Program:
         main = self.globals.get("main")
         if main is None or main.kind != "instance" or main.tree is None:
             raise type_error(Pos(self.source, 1, 1), "the program has no `V1Switch(...) main;` instantiation")
@@ -436,7 +465,7 @@ class Elaborator:
         args = kids(tree.children[2])
         if len(args) != 6:
             raise type_error(self.pos(tree), f"V1Switch takes 6 arguments, got {len(args)}")
-        pipeline: IR = {"arch": "v1model"}
+        pipeline: dict[str, str] = {}
         seen: set[str] = set()
         decls = []
         for role, arg in zip(_V1SWITCH_BLOCKS, args, strict=True):
@@ -460,29 +489,27 @@ class Elaborator:
         parser_params = kids(decls[0][1].children[0].children[3])
         if len(parser_params) != 4:
             raise type_error(self.pos(decls[0][1]), "the v1model parser takes 4 parameters")
-        pipeline["headers_type"] = self.resolve_type(parser_params[1].children[2]).name
-        pipeline["metadata_type"] = self.meta_type = self.resolve_type(parser_params[2].children[2]).name
+        headers_type = self.resolve_type(parser_params[1].children[2]).name
+        self.meta_type = self.resolve_type(parser_params[2].children[2]).name
         for role, decl in decls:
             if role == "parser":
                 self.parsers.append(self.lower_parser(decl))
             else:
                 self.controls.append(self.lower_control(decl))
-        return {
-            "format": "p4switch-ir",
-            "version": 1,
-            "source": self.source,
-            "errors": self.errors,
-            "enums": self.enums,
-            "headers": self.headers,
-            "structs": self.structs,
-            "externs": self.externs,
-            "actions": list(self.actions.values()),
-            "tables": self.tables,
-            "parsers": self.parsers,
-            "controls": self.controls,
-            "digests": list(self.digests.values()),
-            "pipeline": pipeline,
-        }
+        return ir.Program(
+            source=self.source,
+            errors=tuple(self.errors),
+            enums=self.enums,
+            headers=self.headers,
+            structs=self.structs,
+            externs=tuple(self.extern_by_name.values()),
+            actions=tuple(a for a in self.actions.values() if a is not None),
+            tables=tuple(self.tables),
+            parsers=tuple(self.parsers),
+            controls=tuple(self.controls),
+            digests=tuple(self.digests.values()),
+            pipeline=ir.Pipeline(**pipeline, headers_type=headers_type, metadata_type=self.meta_type),
+        )
 
     def new_ctx(self, decl: PTree, kind: str) -> Ctx:
         head = decl.children[0]
@@ -493,17 +520,19 @@ class Elaborator:
         for p in kids(head.children[3]):
             pname = self.name(p.children[3])
             t = self.resolve_type(p.children[2])
+            if not t.in_ir:
+                raise unsupported(self.pos(p), f"a {kind} parameter of type {t}")
             direction = {"dir_in": "in", "dir_out": "out", "dir_inout": "inout"}.get(
                 p.children[1].data, "none"
             )
-            ctx.params.append({"name": pname, "dir": direction, "type": t.json()})
+            ctx.params.append(ir.Param(pname, direction, t.to_ir()))
             ctx.used.add(pname)
             ctx.scopes[-1][pname] = Sym("var", t, pname, readonly=direction == "in")
         return ctx
 
-    def lower_parser(self, decl: PTree) -> IR:
+    def lower_parser(self, decl: PTree) -> ir.Parser:
         ctx = self.new_ctx(decl, "parser")
-        body: list[IR] = []
+        body: list[ir.Stmt] = []
         states = [c for c in decl.children[2:] if isinstance(c, Tree) and c.data == "parser_state"]
         for c in decl.children[2:]:
             if isinstance(c, Tree) and c.data != "parser_state":
@@ -513,16 +542,10 @@ class Elaborator:
             raise type_error(self.pos(decl), f"parser {ctx.block} has no start state")
         out_states = self.unroll_states({self.name(s.children[1]): s for s in states}, ctx, names)
         if body:
-            out_states[0]["body"] = body + out_states[0]["body"]
-        return {
-            "name": ctx.block,
-            "src": self.src(decl),
-            "params": ctx.params,
-            "locals": ctx.locals,
-            "states": out_states,
-        }
+            out_states[0] = replace(out_states[0], body=tuple(body) + out_states[0].body)
+        return ir.Parser(ctx.block, self.src(decl), tuple(ctx.params), tuple(ctx.locals), tuple(out_states))
 
-    def unroll_states(self, trees: dict[str, PTree], ctx: Ctx, names: set[str]) -> list[IR]:
+    def unroll_states(self, trees: dict[str, PTree], ctx: Ctx, names: set[str]) -> list[ir.ParserState]:
         """Lower the states reachable from start, one copy per header-stack position (as p4c's unroller).
 
         `.next`, `.last` and `.lastIndex` then become constant indices: a state reached with stack
@@ -544,44 +567,44 @@ class Elaborator:
             return labels[key]
 
         label("start", {})
-        out: list[IR] = []
+        out: list[ir.ParserState] = []
         while queue:
             name, positions = queue.pop(0)
             if len(out) > 1000:
                 raise unsupported(self.pos(trees[name]), "a parser that unrolls to more than 1000 states")
             ctx.stack_next = dict(positions)
             state = self.lower_state(trees[name], ctx, names, lambda n: label(n, ctx.stack_next or {}))
-            state["name"] = labels[(name, positions)]
-            out.append(state)
+            out.append(replace(state, name=labels[(name, positions)]))
         ctx.stack_next = None
         return out
 
-    def lower_state(self, state: PTree, ctx: Ctx, names: set[str], goto: Callable[[str], str]) -> IR:
+    def lower_state(
+        self, state: PTree, ctx: Ctx, names: set[str], goto: Callable[[str], str]
+    ) -> ir.ParserState:
         ctx.scopes.append({})
-        body: list[IR] = []
+        body: list[ir.Stmt] = []
         src = self.src(state)
+        transition: ir.Transition
         try:
             for st in state.children[2:-1]:
                 body.extend(self.stmt(st, ctx))
             tr = state.children[-1]
             if tr is None:  # no transition statement: P4_16 says reject (p4c warns and accepts it)
-                transition: IR = {"kind": "goto", "next": "reject"}
+                transition = ir.Goto("reject")
             elif tr.data == "goto_transition":
-                transition = {"kind": "goto", "next": goto(self.state_name(tr.children[0], names))}
+                transition = ir.Goto(goto(self.state_name(tr.children[0], names)))
             else:
                 ctx.pre = []
-                transition = self.lower_select(tr.children[0], ctx, names)
+                select = self.lower_select(tr.children[0], ctx, names)
                 body.extend(ctx.pre)
                 ctx.pre = None
-                for case in transition["cases"]:
-                    case["next"] = goto(case["next"])
+                cases = [ir.SelectCase(case.keysets, goto(case.next)) for case in select.cases]
+                transition = ir.Select(select.keys, tuple(cases))
         except _StackOutOfBounds:
-            body.append(
-                {"s": "verify", "cond": const(False, BOOL).ir, "error": "StackOutOfBounds", "src": src}
-            )
-            transition = {"kind": "goto", "next": "reject"}
+            body.append(ir.Verify(const(False, BOOL).expr, "StackOutOfBounds", src))
+            transition = ir.Goto("reject")
         ctx.scopes.pop()
-        return {"name": self.name(state.children[1]), "src": src, "body": body, "transition": transition}
+        return ir.ParserState(self.name(state.children[1]), src, tuple(body), transition)
 
     def state_name(self, node: Node, names: set[str]) -> str:
         name = self.name(node)
@@ -589,7 +612,7 @@ class Elaborator:
             raise type_error(self.pos(node), f"unknown parser state {name}")
         return name
 
-    def lower_select(self, sel: PTree, ctx: Ctx, names: set[str]) -> IR:
+    def lower_select(self, sel: PTree, ctx: Ctx, names: set[str]) -> ir.Select:
         keys = [self.expr(k, ctx) for k in kids(sel.children[0])]
         for k, node in zip(keys, kids(sel.children[0]), strict=True):
             if not (k.t.is_bits or k.t.k == "bool"):
@@ -604,11 +627,11 @@ class Elaborator:
                 raise type_error(
                     self.pos(ks), f"keyset has {len(elems)} elements, select has {len(keys)} keys"
                 )
-            keysets = [self.keyset(e, k.t, ctx) for e, k in zip(elems, keys, strict=True)]
-            cases.append({"keysets": keysets, "next": self.state_name(case.children[1], names)})
-        return {"kind": "select", "keys": [k.ir for k in keys], "cases": cases}
+            keysets = tuple(self.keyset(e, k.t, ctx) for e, k in zip(elems, keys, strict=True))
+            cases.append(ir.SelectCase(keysets, self.state_name(case.children[1], names)))
+        return ir.Select(tuple(k.expr for k in keys), tuple(cases))
 
-    def keyset(self, node: PTree, t: Type, ctx: Ctx) -> IR:
+    def keyset(self, node: PTree, t: Type, ctx: Ctx) -> ir.Keyset:
         def value(n: Node) -> int:
             v = self.coerce(self.expr(n, ctx), t, n)  # constants of the parser too
             if v.const is None:
@@ -616,27 +639,21 @@ class Elaborator:
             return int(v.const)
 
         if node.data == "ks_default":
-            return {"kind": "default"}
+            return ir.KeysetDefault()
         if node.data == "ks_mask":
             mask = value(node.children[1])
-            return {"kind": "mask", "value": value(node.children[0]) & mask, "mask": mask}
+            return ir.KeysetMask(value(node.children[0]) & mask, mask)
         if node.data == "ks_range":
-            return {"kind": "range", "low": value(node.children[0]), "high": value(node.children[1])}
-        return {"kind": "exact", "value": value(node.children[0])}
+            return ir.KeysetRange(value(node.children[0]), value(node.children[1]))
+        return ir.KeysetExact(value(node.children[0]))
 
-    def lower_control(self, decl: PTree) -> IR:
+    def lower_control(self, decl: PTree) -> ir.Control:
         ctx = self.new_ctx(decl, "control")
-        body: list[IR] = []
+        body: list[ir.Stmt] = []
         for local in decl.children[2:-1]:
             body.extend(self.local_decl(local, ctx))
         body.extend(self.block(decl.children[-1], ctx))
-        return {
-            "name": ctx.block,
-            "src": self.src(decl),
-            "params": ctx.params,
-            "locals": ctx.locals,
-            "body": body,
-        }
+        return ir.Control(ctx.block, self.src(decl), tuple(ctx.params), tuple(ctx.locals), tuple(body))
 
     def declared(self, node: Node, ctx: Ctx) -> str:
         """The name a declaration introduces; refused if the same scope already has it."""
@@ -645,21 +662,21 @@ class Elaborator:
             raise type_error(self.pos(node), f"duplicate declaration of {name}")
         return name
 
-    def local_decl(self, node: PTree, ctx: Ctx) -> list[IR]:
+    def local_decl(self, node: PTree, ctx: Ctx) -> list[ir.Stmt]:
         scope = ctx.scopes[-1]
         if node.data == "action_decl":
             name = self.declared(node.children[1], ctx)
             scope[name] = Sym(
                 "action",
                 tree=node,
-                ir=self.fq(ctx.prefix, name, self.annos(node.children[0])),
+                qname=self.fq(ctx.prefix, name, self.annos(node.children[0])),
                 control=ctx.block,
             )
             return []
         if node.data == "table_decl":
             name = self.declared(node.children[1], ctx)
             fq = self.fq(ctx.prefix, name, self.annos(node.children[0]))
-            scope[name] = Sym("table", ir=fq, control=ctx.block)
+            scope[name] = Sym("table", qname=fq, control=ctx.block)
             self.lower_table(node, fq, ctx)
             return []
         if node.data == "instantiation":
@@ -679,7 +696,7 @@ class Elaborator:
     # ------------------------------------------------------------------ extern instances
     def instantiate(
         self, t: Type, args: list[Any], fq: str, node: PTree, ctx: Ctx | None, annos: dict[str, list[Any]]
-    ) -> IR:
+    ) -> ir.ExternInstance:
         if t.k != "extern":
             raise unsupported(self.pos(node), f"instantiation of {t}")
         vals = [self.expr(a, ctx) for a in args]
@@ -697,91 +714,77 @@ class Elaborator:
         def member(i: int, enum: str) -> str:
             return self.enum_member(vals[i], enum, args[i])
 
-        inst: IR = {"name": fq}
+        src = self.src(node)
+        inst: ir.ExternInstance
         if t.name == "counter":
             need(2)
-            inst.update(kind="counter", size=num(0), unit=_UNIT[member(1, "CounterType")])
+            inst = ir.Counter(fq, num(0), _UNIT[member(1, "CounterType")], src)
         elif t.name == "direct_counter":
             need(1)
-            inst.update(kind="direct_counter", unit=_UNIT[member(0, "CounterType")], table=None)
+            inst = ir.DirectCounter(fq, _UNIT[member(0, "CounterType")], None, src)
         elif t.name == "meter":
             need(2)
-            inst.update(kind="meter", size=num(0), unit=member(1, "MeterType"))
+            inst = ir.Meter(fq, num(0), member(1, "MeterType"), src)
         elif t.name == "direct_meter":
             need(1)
             rt = t.args[0] if t.args else bit(2)
-            inst.update(kind="direct_meter", unit=member(0, "MeterType"), table=None, result_type=rt.json())
+            if not rt.in_ir:
+                raise unsupported(self.pos(node), f"direct_meter with a result of type {rt}")
+            inst = ir.DirectMeter(fq, member(0, "MeterType"), None, rt.to_ir(), src)
         elif t.name == "register":
             need(1)
             if not t.args or not t.args[0].is_bits:
                 raise unsupported(self.pos(node), "register without a bit<W> element type")
-            inst.update(kind="register", size=num(0), type=t.args[0].json())
+            inst = ir.Register(fq, num(0), t.args[0].to_ir(), src)
         elif t.name == "action_profile":
             need(1)
-            inst.update(kind="action_profile", size=num(0), tables=[])
+            inst = ir.ActionProfile(fq, num(0), (), src)
         elif t.name == "action_selector":
             need(3)
-            inst.update(
-                kind="action_selector",
-                algorithm=member(0, "HashAlgorithm"),
-                size=num(1),
-                output_width=num(2),
-                max_group_size=int((annos.get("max_group_size") or [num(1)])[0]),
-                tables=[],
-            )
+            algorithm, size, output_width = member(0, "HashAlgorithm"), num(1), num(2)
+            max_group_size = int((annos.get("max_group_size") or [size])[0])
+            inst = ir.ActionSelector(fq, algorithm, size, output_width, max_group_size, (), src)
         else:
             raise unsupported(self.pos(node), f"extern {t.name}")
-        inst["src"] = self.src(node)
         if fq in self.extern_by_name:
             raise type_error(self.pos(node), f"duplicate instance name {fq}")
-        self.externs.append(inst)
         self.extern_by_name[fq] = inst
         self.extern_annos[fq] = annos
         return inst
 
     # ------------------------------------------------------------------ tables
     def lower_table(self, node: PTree, fq: str, ctx: Ctx) -> None:
-        table: IR = {
-            "name": fq,
-            "control": ctx.block,
-            "src": self.src(node),
-            "keys": [],
-            "actions": [],
-            "default_action": None,
-            "entries": [],
-            "entries_const": False,
-            "size": 1024,
-            "direct_counter": None,
-            "direct_meter": None,
-            "implementation": None,
-        }
         self.table_annos[fq] = self.annos(node.children[0])
         props = node.children[2:]
+        keys: tuple[ir.TableKey, ...] = ()
         for prop in props:
             if prop.data == "key_prop":
-                table["keys"] = [self.table_key(k, ctx) for k in prop.children]
+                keys = tuple(self.table_key(k, ctx) for k in prop.children)
                 self.key_annos[fq] = [self.annos(k.children[2]) for k in prop.children]
+        actions: tuple[ir.ActionRef, ...] = ()
         for prop in props:
             if prop.data == "actions_prop":
-                table["actions"] = [self.table_action_ref(item, ctx) for item in prop.children]
-                for item, ref in zip(prop.children, table["actions"], strict=True):
-                    self.action_ref_annos[(fq, ref["name"])] = self.annos(item.children[0])
+                actions = tuple(self.table_action_ref(item, ctx) for item in prop.children)
+                for item, ref in zip(prop.children, actions, strict=True):
+                    self.action_ref_annos[(fq, ref.name)] = self.annos(item.children[0])
+        # the default action stays NoAction(name "") until a property sets one
+        table = ir.Table(fq, ctx.block, self.src(node), keys, actions, _NO_DEFAULT, size=1024)
         for prop in props:
             if prop.data == "simple_prop":
-                self.table_property(prop, table, ctx)
+                table = self.table_property(prop, table, ctx)
         for prop in props:
             if prop.data == "entries_prop":
-                table["entries_const"] = prop.children[1].data == "is_const"
-                table["entries"] = self.table_entries(prop, table, ctx)
-                self.order_entries(table, prop, ctx)
-        if table["default_action"] is None:
-            table["default_action"] = {"name": "NoAction", "args": [], "const": False}
-            if "NoAction" not in [a["name"] for a in table["actions"]]:
+                table = replace(table, entries_const=prop.children[1].data == "is_const")
+                entries = self.table_entries(prop, table, ctx)
+                table = replace(table, entries=self.order_entries(table, entries, prop, ctx))
+        if table.default_action is _NO_DEFAULT:
+            table = replace(table, default_action=ir.DefaultAction("NoAction", (), False))
+            if "NoAction" not in [a.name for a in table.actions]:
                 self.ensure_action(self.lookup_sym("NoAction", node, ctx), ctx)
-                table["actions"].append({"name": "NoAction", "scope": "default_only"})
+                table = replace(table, actions=table.actions + (ir.ActionRef("NoAction", "default_only"),))
         self.tables.append(table)
 
-    def table_key(self, k: PTree, ctx: Ctx) -> IR:
+    def table_key(self, k: PTree, ctx: Ctx) -> ir.TableKey:
         v = self.expr(k.children[0], ctx)
         kind = self.name(k.children[1])
         if kind not in self.match_kinds:
@@ -791,8 +794,8 @@ class Elaborator:
         annos = self.annos(k.children[2])
         name = annos["name"][0] if annos.get("name") else self.key_name(k.children[0], ctx)
         t = bit(1) if v.t.k == "bool" else v.t
-        expr = v.ir if v.t.k != "bool" else {"op": "cast", "expr": v.ir, "type": t.json()}
-        return {"name": name, "match": kind, "type": t.json(), "expr": expr}
+        expr = v.expr if v.t.k != "bool" else ir.Cast(v.expr, t.to_ir())
+        return ir.TableKey(name, kind, t.to_ir(), expr)
 
     def key_name(self, node: PTree, ctx: Ctx) -> str:
         """The name p4c gives a key that has no @name (frontends/p4/tableKeyNames.cpp): paths, fields
@@ -827,7 +830,7 @@ class Elaborator:
         shapes = {"index": "{0}[{1}]", "slice": "{0}[{1}:{2}]", "band_op": "{0} & {1}"}
         return shapes[d].format(*inner) if d in shapes and None not in inner else None
 
-    def table_action_ref(self, item: PTree, ctx: Ctx) -> IR:
+    def table_action_ref(self, item: PTree, ctx: Ctx) -> ir.ActionRef:
         annos = self.annos(item.children[0])
         ref = item.children[1]
         if len(kids(ref)) > 1 and kids(kids(ref)[1]):
@@ -837,48 +840,51 @@ class Elaborator:
             raise type_error(self.pos(ref), f"{self.prefixed(ref.children[0])} is not an action")
         self.ensure_action(sym, ctx)
         scope = "table_only" if "tableonly" in annos else "default_only" if "defaultonly" in annos else "all"
-        return {"name": sym.ir, "scope": scope}
+        return ir.ActionRef(sym.qname, scope)
 
     def prefixed(self, node: Node) -> str:
         return str(node.children[0]) if isinstance(node, Tree) else str(node)
 
-    def table_property(self, prop: PTree, table: IR, ctx: Ctx) -> None:
+    def table_property(self, prop: PTree, table: ir.Table, ctx: Ctx) -> ir.Table:
+        """The table with one `name = value` property applied."""
         pname = self.name(prop.children[2])
         is_const = prop.children[1].data == "is_const"
         value = prop.children[3]
         if pname == "default_action":
             name, args = self.action_call(value, table, ctx, "default_only")
-            table["default_action"] = {"name": name, "args": args, "const": is_const}
-        elif pname == "size":
-            table["size"] = self.const_int(value, ctx)
-        elif pname in ("counters", "meters", "implementation"):
+            return replace(table, default_action=ir.DefaultAction(name, tuple(args), is_const))
+        if pname == "size":
+            return replace(table, size=self.const_int(value, ctx))
+        if pname in ("counters", "meters", "implementation"):
             inst = self.table_extern(value, table, ctx, self.annos(prop.children[0]))
             wanted = {
                 "counters": ("direct_counter",),
                 "meters": ("direct_meter",),
                 "implementation": ("action_profile", "action_selector"),
             }[pname]
-            if inst["kind"] not in wanted:
-                raise type_error(
-                    self.pos(value), f"{pname} must be a {' or '.join(wanted)}, got {inst['kind']}"
-                )
-            if pname == "implementation":
-                inst["tables"].append(table["name"])
-                table["implementation"] = inst["name"]
-            else:
-                if inst["table"] is not None:
-                    raise type_error(self.pos(value), f"{inst['name']} is already used by {inst['table']}")
-                inst["table"] = table["name"]
-                table["direct_counter" if pname == "counters" else "direct_meter"] = inst["name"]
-        elif pname == "support_timeout":
+            if inst.tag not in wanted:
+                raise type_error(self.pos(value), f"{pname} must be a {' or '.join(wanted)}, got {inst.tag}")
+            if isinstance(inst, ir.ActionProfile | ir.ActionSelector):
+                self.extern_by_name[inst.name] = replace(inst, tables=inst.tables + (table.name,))
+                return replace(table, implementation=inst.name)
+            assert isinstance(inst, ir.DirectCounter | ir.DirectMeter)
+            if inst.table is not None:
+                raise type_error(self.pos(value), f"{inst.name} is already used by {inst.table}")
+            self.extern_by_name[inst.name] = replace(inst, table=table.name)
+            if pname == "counters":
+                return replace(table, direct_counter=inst.name)
+            return replace(table, direct_meter=inst.name)
+        if pname == "support_timeout":
             if self.expr(value, ctx).const is True:
-                table["support_timeout"] = True
-        elif pname in ("largest_priority_wins", "priority_delta"):
-            pass  # read with the entries (order_entries)
-        else:
-            raise unsupported(self.pos(prop), f"table property {pname}")
+                return replace(table, support_timeout=True)
+            return table
+        if pname in ("largest_priority_wins", "priority_delta"):
+            return table  # read with the entries (order_entries)
+        raise unsupported(self.pos(prop), f"table property {pname}")
 
-    def table_extern(self, value: PTree, table: IR, ctx: Ctx, annos: dict[str, list[Any]]) -> IR:
+    def table_extern(
+        self, value: PTree, table: ir.Table, ctx: Ctx, annos: dict[str, list[Any]]
+    ) -> ir.ExternInstance:
         """The instance a table property names, or instantiates inline (named by @name or after the table)."""
         if value.data == "ctor_call":
             t = (
@@ -887,16 +893,16 @@ class Elaborator:
                 else self.named_type(value.children[0])
             )
             # p4c names it by the property's @name alone (no control prefix); P4Runtime needs one
-            fq = self.fq(None, "", annos) if annos.get("name") else table["name"] + "_" + t.name
+            fq = self.fq(None, "", annos) if annos.get("name") else table.name + "_" + t.name
             return self.instantiate(t, kids(value.children[1]), fq, value, ctx, annos)
         if value.data != "name_ref":
             raise type_error(self.pos(value), "expected the name of an extern instance")
         sym = self.lookup_sym(str(value.children[0]), value, ctx)
         if sym.kind != "inst":
             raise type_error(self.pos(value), f"{value.children[0]} is not an extern instance")
-        return self.extern_by_name[sym.ir]
+        return self.extern_by_name[sym.qname]
 
-    def action_call(self, node: PTree, table: IR, ctx: Ctx, scope_ok: str) -> tuple[str, list[int]]:
+    def action_call(self, node: PTree, table: ir.Table, ctx: Ctx, scope_ok: str) -> tuple[str, list[int]]:
         """`a(1, 2)` or `a` in a table (default_action, entries): the action name and constant args."""
         if node.data in ("call", "action_ref"):
             callee, args = node.children[0], kids(node.children[1]) if node.children[1] is not None else []
@@ -909,20 +915,20 @@ class Elaborator:
         sym = self.lookup_sym(str(callee.children[0]), callee, ctx)
         if sym.kind != "action" or sym.tree is None:
             raise type_error(self.pos(callee), f"{callee.children[0]} is not an action")
-        allowed = {a["name"]: a["scope"] for a in table["actions"]}
-        if sym.ir not in allowed:
+        allowed = {a.name: a.scope for a in table.actions}
+        if sym.qname not in allowed:
             raise type_error(
-                self.pos(callee), f"action {sym.ir} is not in the actions of table {table['name']}"
+                self.pos(callee), f"action {sym.qname} is not in the actions of table {table.name}"
             )
         bad = "table_only" if scope_ok == "default_only" else "default_only"
-        if allowed[sym.ir] == bad:
+        if allowed[sym.qname] == bad:
             raise type_error(
-                self.pos(callee), f"action {sym.ir} is @{bad.replace('_', '')} in {table['name']}"
+                self.pos(callee), f"action {sym.qname} is @{bad.replace('_', '')} in {table.name}"
             )
         params = kids(sym.tree.children[2])
         if len(params) != len(args):
             raise type_error(
-                self.pos(node), f"action {sym.ir} takes {len(params)} arguments, got {len(args)}"
+                self.pos(node), f"action {sym.qname} takes {len(params)} arguments, got {len(args)}"
             )
         values = []
         for p, a in zip(params, args, strict=True):
@@ -930,11 +936,11 @@ class Elaborator:
             if v.const is None:
                 raise type_error(self.pos(a), "action data in a table must be a compile-time constant")
             values.append(int(v.const))
-        return sym.ir, values
+        return sym.qname, values
 
-    def table_entries(self, prop: PTree, table: IR, ctx: Ctx) -> list[IR]:
-        keys = [k for k in table["keys"] if k["match"] != "selector"]
-        needs_priority = any(k["match"] in ("ternary", "range", "optional") for k in keys)
+    def table_entries(self, prop: PTree, table: ir.Table, ctx: Ctx) -> tuple[ir.Entry, ...]:
+        keys = [k for k in table.keys if k.match != "selector"]
+        needs_priority = any(k.match in ("ternary", "range", "optional") for k in keys)
         entries = []
         raw = prop.children[2:]
         for e in raw:
@@ -944,21 +950,17 @@ class Elaborator:
                 elems = elems * len(keys)
             if len(elems) != len(keys):
                 raise type_error(
-                    self.pos(ks), f"entry has {len(elems)} keys, table {table['name']} has {len(keys)}"
+                    self.pos(ks), f"entry has {len(elems)} keys, table {table.name} has {len(keys)}"
                 )
-            match = [self.entry_match(el, k, ctx) for el, k in zip(elems, keys, strict=True)]
+            match = tuple(self.entry_match(el, k, ctx) for el, k in zip(elems, keys, strict=True))
             name, args = self.action_call(e.children[3], table, ctx, "table_only")
-            entries.append(
-                {
-                    "match": match,
-                    "action": {"name": name, "args": args},
-                    "priority": 1 if needs_priority else 0,
-                    "src": self.src(e),
-                }
-            )
-        return entries
+            priority = 1 if needs_priority else 0  # order_entries sets them
+            entries.append(ir.Entry(match, ir.EntryAction(name, tuple(args)), priority, self.src(e)))
+        return tuple(entries)
 
-    def order_entries(self, table: IR, prop: PTree, ctx: Ctx) -> None:
+    def order_entries(
+        self, table: ir.Table, entries: tuple[ir.Entry, ...], prop: PTree, ctx: Ctx
+    ) -> tuple[ir.Entry, ...]:
         """Entry priorities (larger wins, as P4Runtime) that give the order BMv2 runs p4c's entries in.
 
         p4c's BMv2 back end numbers each entry by its position, or by its `@priority(N)` annotation, and
@@ -966,12 +968,12 @@ class Elaborator:
         in non-const `entries`, the first entry first) does not change that order: it is for P4Runtime.
         """
         raw = prop.children[2:]
-        needs_priority = bool(raw) and table["entries"][0]["priority"] > 0
+        needs_priority = bool(raw) and entries[0].priority > 0
         given = [e.children[1] for e in raw if e.children[1] is not None]
         if given:
-            if not needs_priority or table["entries_const"]:
-                what = "const entries" if table["entries_const"] else "no ternary, range or optional key"
-                raise type_error(self.pos(given[0]), f"entry priority in table {table['name']} with {what}")
+            if not needs_priority or table.entries_const:
+                what = "const entries" if table.entries_const else "no ternary, range or optional key"
+                raise type_error(self.pos(given[0]), f"entry priority in table {table.name} with {what}")
             if raw[0].children[1] is None:
                 raise type_error(self.pos(raw[0]), "the first entry must have a priority")
             for g in given:
@@ -979,17 +981,19 @@ class Elaborator:
                     raise type_error(self.pos(g), "expected `priority = N :` before the keyset")
                 self.const_int(g.children[1], ctx)
         if not needs_priority:
-            return
+            return entries
         bmv2 = []
         for position, e in enumerate(raw, 1):
             annotated = self.annos(e.children[4]).get("priority") or self.annos(e.children[0]).get("priority")
             bmv2.append(int(annotated[0]) if annotated and isinstance(annotated[0], int) else position)
+        ordered = list(entries)
         for rank, i in enumerate(sorted(range(len(raw)), key=lambda i: (bmv2[i], i))):
-            table["entries"][i]["priority"] = len(raw) - rank
+            ordered[i] = replace(entries[i], priority=len(raw) - rank)
+        return tuple(ordered)
 
-    def entry_match(self, el: PTree, key: IR, ctx: Ctx) -> IR:
-        kt = Type(key["type"]["k"], key["type"]["w"])
-        kind = key["match"]
+    def entry_match(self, el: PTree, key: ir.TableKey, ctx: Ctx) -> ir.EntryMatch:
+        kt = from_ir(key.type)
+        kind = key.match
         full = (1 << kt.w) - 1
 
         def value(n: Node) -> int:
@@ -1002,47 +1006,41 @@ class Elaborator:
             return int(v.const) & full
 
         if el.data == "ks_default":
-            return {"kind": "dont_care"}
+            return ir.MatchDontCare()
         if kind == "exact" and el.data == "ks_exact":
-            return {"kind": "exact", "value": value(el.children[0])}
+            return ir.MatchExact(value(el.children[0]))
         if kind == "optional" and el.data == "ks_exact":
-            return {"kind": "optional", "value": value(el.children[0])}
+            return ir.MatchOptional(value(el.children[0]))
         if kind == "ternary" and el.data in ("ks_exact", "ks_mask"):
             mask = value(el.children[1]) if el.data == "ks_mask" else full
-            return {"kind": "ternary", "value": value(el.children[0]) & mask, "mask": mask}
+            return ir.MatchTernary(value(el.children[0]) & mask, mask)
         if kind == "lpm" and el.data in ("ks_exact", "ks_mask"):
             mask = value(el.children[1]) if el.data == "ks_mask" else full
             plen = bin(mask).count("1")
             if mask != full ^ (full >> plen):
                 raise type_error(self.pos(el), f"lpm mask {mask:#x} is not a prefix")
-            return {"kind": "lpm", "value": value(el.children[0]) & mask, "prefix_len": plen}
+            return ir.MatchLpm(value(el.children[0]) & mask, plen)
         if kind == "range" and el.data in ("ks_exact", "ks_range"):
             lo = value(el.children[0])
             hi = value(el.children[1]) if el.data == "ks_range" else lo
-            return {"kind": "range", "low": lo, "high": hi}
+            return ir.MatchRange(lo, hi)
         raise type_error(self.pos(el), f"this keyset does not fit a {kind} key")
 
     # ------------------------------------------------------------------ actions
     def ensure_action(self, sym: Sym, ctx: Ctx) -> None:
         """Lower an action invoked by a table (once), with its params as action data."""
-        if sym.ir in self.actions or sym.tree is None:
+        if sym.qname in self.actions or sym.tree is None:
             return
         tree = sym.tree
-        act: IR = {
-            "name": sym.ir,
-            "control": sym.control,
-            "src": self.src(tree),
-            "params": [],
-            "locals": [],
-            "body": [],
-        }
-        self.actions[sym.ir] = act
-        self.action_annos[sym.ir] = self.annos(tree.children[0])
+        self.actions[sym.qname] = None  # its place in the list: actions are listed as tables first use them
+        self.action_annos[sym.qname] = self.annos(tree.children[0])
         actx = ctx if sym.control else Ctx("", "control", [self.globals, {}])
         saved = actx.sink
-        actx.sink = act["locals"]
+        params: list[ir.ActionParam] = []
+        locals_: list[ir.Local] = []
+        actx.sink = locals_
         actx.scopes.append({})
-        self.param_annos[sym.ir] = [self.annos(p.children[0]) for p in kids(tree.children[2])]
+        self.param_annos[sym.qname] = [self.annos(p.children[0]) for p in kids(tree.children[2])]
         for p in kids(tree.children[2]):
             if p.children[1].data != "dir_none":
                 raise unsupported(self.pos(p), "directional parameter in an action called by a table")
@@ -1053,13 +1051,16 @@ class Elaborator:
             var = pname  # action data params keep their name; they shadow control variables
             actx.used.add(var)
             given = self.annos(p.children[0]).get("name")  # P4Info's name, as p4c: the @name if any
-            act["params"].append({"name": str(given[0]) if given else pname, "var": var, "type": t.json()})
+            params.append(ir.ActionParam(name=str(given[0]) if given else pname, var=var, type=t.to_ir()))
             actx.scopes[-1][pname] = Sym("var", t, var, readonly=True)
         actx.in_action += 1
-        act["body"] = self.block(tree.children[3], actx, new_scope=False)
+        body = self.block(tree.children[3], actx, new_scope=False)
         actx.in_action -= 1
         actx.scopes.pop()
         actx.sink = saved
+        self.actions[sym.qname] = ir.Action(
+            sym.qname, sym.control, self.src(tree), tuple(params), tuple(locals_), tuple(body)
+        )
 
     def fresh(self, ctx: Ctx, base: str) -> str:
         name, i = base, 0
@@ -1069,14 +1070,16 @@ class Elaborator:
         ctx.used.add(name)
         return name
 
-    def add_local(self, ctx: Ctx, base: str, t: Type) -> str:
+    def add_local(self, ctx: Ctx, base: str, t: Type, pos: Pos) -> str:
+        if not t.in_ir:
+            raise unsupported(pos, f"a variable of type {t}")
         name = self.fresh(ctx, base)
-        (ctx.sink if ctx.sink is not None else ctx.locals).append({"name": name, "type": t.json()})
+        (ctx.sink if ctx.sink is not None else ctx.locals).append(ir.Local(name, t.to_ir()))
         return name
 
     def inline_action(
         self, sym: Sym, args: list[Value], arg_nodes: list[Node], pos: Pos, ctx: Ctx
-    ) -> list[IR]:
+    ) -> list[ir.Stmt]:
         """A direct call `a(x, y);`: copy-in to fresh locals, the body, copy-out of out/inout params."""
         tree = sym.tree
         assert tree is not None
@@ -1084,7 +1087,7 @@ class Elaborator:
             raise unsupported(pos, "return inside a directly called action")
         params = kids(tree.children[2])
         if len(params) != len(args):
-            raise type_error(pos, f"action {sym.ir} takes {len(params)} arguments, got {len(args)}")
+            raise type_error(pos, f"action {sym.qname} takes {len(params)} arguments, got {len(args)}")
         copy_in, copy_out, scope = self.bind_params(params, args, arg_nodes, pos, ctx)
         saved_scopes = ctx.scopes
         ctx.scopes = ([self.globals] if sym.control is None else list(ctx.scopes)) + [scope]
@@ -1092,8 +1095,8 @@ class Elaborator:
             # As p4c (and so BMv2): an `exit` copies out the parameters of the action called from the
             # control's body, not those of the actions that one calls.
             ctx.exit_copy_out = copy_out
-            self.called_actions.append(sym.ir)
-            self.action_annos.setdefault(sym.ir, self.annos(tree.children[0]))
+            self.called_actions.append(sym.qname)
+            self.action_annos.setdefault(sym.qname, self.annos(tree.children[0]))
         ctx.in_action += 1
         body = self.block(tree.children[3], ctx, new_scope=False)
         ctx.in_action -= 1
@@ -1104,7 +1107,7 @@ class Elaborator:
 
     def inline_function(
         self, sym: Sym, args: list[Value], nodes: list[Node], pos: Pos, ctx: Ctx
-    ) -> tuple[list[IR], Value | None]:
+    ) -> tuple[list[ir.Stmt], Value | None]:
         """A call of a P4 function: its body inlined like an action's; a final `return e;` gives the value.
 
         Only a return at the very end is supported (no early returns), which keeps the body straight-line.
@@ -1119,26 +1122,26 @@ class Elaborator:
             if n.data == "return_stmt" and n is not final:
                 raise unsupported(self.pos(n), "return before the end of a function")
         if rtype != VOID and (final is None or not kids(final)):
-            raise type_error(self.pos(tree), f"function {sym.ir} must end with `return <value>;`")
+            raise type_error(self.pos(tree), f"function {sym.qname} must end with `return <value>;`")
         params = kids(tree.children[4])
         if len(params) != len(args):
-            raise type_error(pos, f"function {sym.ir} takes {len(params)} arguments, got {len(args)}")
+            raise type_error(pos, f"function {sym.qname} takes {len(params)} arguments, got {len(args)}")
         if sym.value is not None:
-            raise type_error(pos, f"function {sym.ir} calls itself")
-        sym.value = Value({}, VOID)  # marks the function as being inlined
+            raise type_error(pos, f"function {sym.qname} calls itself")
+        sym.value = Value(None, VOID)  # marks the function as being inlined
         copy_in, copy_out, scope = self.bind_params(params, args, nodes, pos, ctx)
         saved = ctx.scopes
         ctx.scopes = [self.globals, scope]  # the callee sees only globals and its parameters
-        body: list[IR] = []
+        body: list[ir.Stmt] = []
         for st in stmts[:-1] if final is not None else stmts:
             body.extend(self.stmt(st, ctx))
         result = None
         if final is not None and kids(final):
             outer, ctx.pre = ctx.pre, []
             value = self.coerce(self.expr(kids(final)[0], ctx), rtype, final)
-            var = self.add_local(ctx, f"{sym.ir}_result", rtype)
-            ref = {"op": "var", "name": var, "type": rtype.json()}
-            body.extend(ctx.pre + [{"s": "assign", "lhs": ref, "rhs": value.ir, "src": self.src(final)}])
+            var = self.add_local(ctx, f"{sym.qname}_result", rtype, self.pos(final))
+            ref = ir.Var(var, rtype.to_ir())
+            body.extend(ctx.pre + [ir.Assign(ref, value.expr, self.src(final))])
             ctx.pre = outer
             result = Value(ref, rtype)
         ctx.scopes = saved
@@ -1147,16 +1150,16 @@ class Elaborator:
 
     def bind_params(
         self, params: list[PTree], args: list[Value], arg_nodes: list[Node], pos: Pos, ctx: Ctx
-    ) -> tuple[list[IR], list[IR], dict[str, Sym]]:
+    ) -> tuple[list[ir.Stmt], list[ir.Stmt], dict[str, Sym]]:
         """Copy-in/copy-out for an inlined call: fresh locals per parameter, the scope that names them."""
-        out: list[IR] = []
-        copy_out: list[IR] = []
+        out: list[ir.Stmt] = []
+        copy_out: list[ir.Stmt] = []
         scope: dict[str, Sym] = {}
         for p, a, node in zip(params, args, arg_nodes, strict=True):
             t = self.resolve_type(p.children[2])
             direction = p.children[1].data
-            var = self.add_local(ctx, self.name(p.children[3]), t)
-            ref = {"op": "var", "name": var, "type": t.json()}
+            var = self.add_local(ctx, self.name(p.children[3]), t, self.pos(p))
+            ref = ir.Var(var, t.to_ir())
             scope[self.name(p.children[3])] = Sym("var", t, var, readonly=direction in ("dir_in", "dir_none"))
             if direction in ("dir_out", "dir_inout"):
                 target: Value = a.extra.get("lvalue", a)  # the place, when its value was read earlier
@@ -1166,12 +1169,14 @@ class Elaborator:
                     raise type_error(
                         self.pos(node), f"argument of type {a.t} for an out parameter of type {t}"
                     )
-                copy_out.append({"s": "assign", "lhs": target.ir, "rhs": ref, "src": str(pos)})
+                copy_out.append(ir.Assign(target.expr, ref, str(pos)))
             if direction != "dir_out":
-                out.append({"s": "assign", "lhs": ref, "rhs": self.coerce(a, t, node).ir, "src": str(pos)})
+                out.append(ir.Assign(ref, self.coerce(a, t, node).expr, str(pos)))
         return out, copy_out, scope
 
-    def inline_control(self, sym: Sym, args: list[Value], nodes: list[Node], pos: Pos, ctx: Ctx) -> list[IR]:
+    def inline_control(
+        self, sym: Sym, args: list[Value], nodes: list[Node], pos: Pos, ctx: Ctx
+    ) -> list[ir.Stmt]:
         """`sub.apply(hdr, meta, sm)`: the sub-control's declarations and body, lowered into this block.
 
         Its tables, actions and externs are named by the instance path (as p4c does:
@@ -1182,29 +1187,29 @@ class Elaborator:
         if tree.data != "control_decl":
             raise unsupported(pos, "applying a parser instance")
         if sym.value is not None:
-            raise unsupported(pos, f"applying control instance {sym.ir} twice")
-        sym.value = Value({}, VOID)
+            raise unsupported(pos, f"applying control instance {sym.qname} twice")
+        sym.value = Value(None, VOID)
         if any(isinstance(n, Tree) and n.data == "return_stmt" for n in tree.iter_subtrees()):
             raise unsupported(pos, "return inside an applied sub-control")
         params = kids(tree.children[0].children[3])
-        self.arity(args, len(params), pos, f"{sym.ir}.apply")
+        self.arity(args, len(params), pos, f"{sym.qname}.apply")
         scope: dict[str, Sym] = {}
-        out: list[IR] = []
+        out: list[ir.Stmt] = []
         for p, a, node in zip(params, args, nodes, strict=True):
             t = self.resolve_type(p.children[2])
             pname = self.name(p.children[3])
             readonly = p.children[1].data in ("dir_in", "dir_none")
             if a.lv and a.t == t:
-                scope[pname] = Sym("alias", t, value=Value(a.ir, a.t, a.const, lv=not readonly))
+                scope[pname] = Sym("alias", t, value=Value(a.node, a.t, a.const, lv=not readonly))
                 continue
             if p.children[1].data in ("dir_out", "dir_inout"):
                 raise type_error(self.pos(node), f"argument for {pname} must be an lvalue of type {t}")
-            var = self.add_local(ctx, pname, t)
+            value = self.coerce(a, t, node)
+            var = self.add_local(ctx, pname, t, self.pos(p))
             scope[pname] = Sym("var", t, var, readonly=True)
-            lhs = {"op": "var", "name": var, "type": t.json()}
-            out.append({"s": "assign", "lhs": lhs, "rhs": self.coerce(a, t, node).ir, "src": str(pos)})
+            out.append(ir.Assign(ir.Var(var, t.to_ir()), value.expr, str(pos)))
         saved = ctx.scopes, ctx.prefix
-        ctx.scopes, ctx.prefix = [self.globals, scope], sym.ir
+        ctx.scopes, ctx.prefix = [self.globals, scope], sym.qname
         for local in tree.children[2:-1]:
             out.extend(self.local_decl(local, ctx))
         out.extend(self.block(tree.children[-1], ctx))
@@ -1212,10 +1217,10 @@ class Elaborator:
         return out
 
     # ------------------------------------------------------------------ statements
-    def block(self, node: PTree, ctx: Ctx, new_scope: bool = True) -> list[IR]:
+    def block(self, node: PTree, ctx: Ctx, new_scope: bool = True) -> list[ir.Stmt]:
         if new_scope:
             ctx.scopes.append({})
-        out: list[IR] = []
+        out: list[ir.Stmt] = []
         for st in node.children:
             if st is not None:
                 out.extend(self.stmt(st, ctx))
@@ -1223,7 +1228,7 @@ class Elaborator:
             ctx.scopes.pop()
         return out
 
-    def stmt(self, node: PTree, ctx: Ctx) -> list[IR]:
+    def stmt(self, node: PTree, ctx: Ctx) -> list[ir.Stmt]:
         """Lower one statement, preceded by what the function calls in its expressions need."""
         outer, ctx.pre = ctx.pre, []
         try:
@@ -1232,7 +1237,7 @@ class Elaborator:
         finally:
             ctx.pre = outer
 
-    def lower_stmt(self, node: PTree, ctx: Ctx) -> list[IR]:
+    def lower_stmt(self, node: PTree, ctx: Ctx) -> list[ir.Stmt]:
         d = node.data
         src = self.src(node)
         if d == "block":
@@ -1244,11 +1249,11 @@ class Elaborator:
         if d in ("exit_stmt", "return_stmt") and ctx.kind == "parser":
             raise type_error(self.pos(node), f"{d.split('_')[0]} is not allowed in a parser")
         if d == "exit_stmt":
-            return [dict(s) for s in ctx.exit_copy_out] + [{"s": "exit", "src": src}]
+            return [*ctx.exit_copy_out, ir.Exit(src)]
         if d == "return_stmt":
             if kids(node):
                 raise unsupported(self.pos(node), "return with a value")
-            return [{"s": "return", "src": src}]
+            return [ir.Return(src)]
         if d == "const_decl":
             ctx.scopes[-1][self.declared(node.children[2], ctx)] = self.make_const(node, ctx)
             return []
@@ -1271,7 +1276,7 @@ class Elaborator:
                 else:
                     del self.called_actions[called : called + len(then_called)]
                 return then if cond.const else other
-            return [{"s": "if", "cond": cond.ir, "then": then, "else": other, "src": src}]
+            return [ir.If(cond.expr, tuple(then), tuple(other), src)]
         if d == "switch_stmt":
             return self.switch(node, ctx)
         if d == "call_stmt":
@@ -1280,33 +1285,33 @@ class Elaborator:
             raise unsupported(self.pos(node), d.replace("_decl", "") + " inside a block")
         raise unsupported(self.pos(node), d.replace("_", " "))
 
-    def branch(self, node: PTree, ctx: Ctx) -> list[IR]:
+    def branch(self, node: PTree, ctx: Ctx) -> list[ir.Stmt]:
         ctx.scopes.append({})
         out = self.stmt(node, ctx)
         ctx.scopes.pop()
         return out
 
-    def var_decl(self, node: PTree, ctx: Ctx) -> list[IR]:
+    def var_decl(self, node: PTree, ctx: Ctx) -> list[ir.Stmt]:
         t = self.resolve_type(node.children[1])
         if t.k not in ("bit", "int", "bool", "header", "struct", "error", "enum"):
             raise unsupported(self.pos(node), f"local variable of type {t}")
         name = self.declared(node.children[2], ctx)
-        var = self.add_local(ctx, name, t)
+        var = self.add_local(ctx, name, t, self.pos(node))
         ctx.scopes[-1][name] = Sym("var", t, var)
         if node.children[3] is None:
             return []
-        lhs = Value({"op": "var", "name": var, "type": t.json()}, t, lv=True)
+        lhs = Value(ir.Var(var, t.to_ir()), t, lv=True)
         return self.assign(lhs, node.children[3], ctx, node)
 
-    def assign(self, lhs: Value, rhs_node: PTree, ctx: Ctx, node: PTree) -> list[IR]:
+    def assign(self, lhs: Value, rhs_node: PTree, ctx: Ctx, node: PTree) -> list[ir.Stmt]:
         if not lhs.lv:
             raise type_error(self.pos(node), "the left side of an assignment must be an lvalue")
         if rhs_node.data in ("list_expr", "struct_expr") and lhs.t.k in ("header", "struct"):
             return self.assign_fields(lhs, rhs_node, ctx, node)
         rhs = self.coerce(self.expr(rhs_node, ctx), lhs.t, rhs_node)
-        return [{"s": "assign", "lhs": lhs.ir, "rhs": rhs.ir, "src": self.src(node)}]
+        return [ir.Assign(lhs.expr, rhs.expr, self.src(node))]
 
-    def assign_fields(self, lhs: Value, rhs_node: PTree, ctx: Ctx, node: PTree) -> list[IR]:
+    def assign_fields(self, lhs: Value, rhs_node: PTree, ctx: Ctx, node: PTree) -> list[ir.Stmt]:
         """`h = {a, b}` / `s = {x = 1, y = 2}`: one assignment per field (and setValid for a header)."""
         fields = self.members(lhs.t)
         if rhs_node.data == "struct_expr":
@@ -1322,59 +1327,43 @@ class Elaborator:
             raise type_error(
                 self.pos(rhs_node), f"{lhs.t} has {len(fields)} fields, initializer {len(items)}"
             )
-        out: list[IR] = []
+        out: list[ir.Stmt] = []
         if lhs.t.k == "header":
-            out.append({"s": "set_valid", "header": lhs.ir, "src": self.src(node)})
+            out.append(ir.SetValid(lhs.expr, self.src(node)))
         for (fname, ft), item in zip(fields, items, strict=True):
-            target = Value({"op": "member", "expr": lhs.ir, "field": fname, "type": ft.json()}, ft, lv=True)
+            target = Value(ir.Member(lhs.expr, fname, ft.to_ir()), ft, lv=True)
             out.extend(self.assign(target, item, ctx, node))
         return out
 
     def members(self, t: Type) -> list[tuple[str, Type]]:
-        if t.k == "header":
-            return [
-                (f["name"], Type("int" if f["signed"] else "bit", f["w"]))
-                for f in self.headers[t.name]["fields"]
-            ]
-        if t.k == "struct":
-            return [(f["name"], self.type_from_json(f["type"])) for f in self.structs[t.name]["fields"]]
-        return []
+        """The fields of a header or struct type, in order (none for other types)."""
+        return self.member_types.get((t.k, t.name), [])
 
-    def type_from_json(self, j: IR) -> Type:
-        if j["k"] in ("bit", "int"):
-            return Type(j["k"], j["w"])
-        if j["k"] == "stack":
-            return Type("stack", name=j["elem"], size=j["size"])
-        return Type(j["k"], name=j.get("name", ""))
-
-    def shift_stack(self, stack: Value, count: int, push: bool, src: str) -> list[IR]:
+    def shift_stack(self, stack: Value, count: int, push: bool, src: str) -> list[ir.Stmt]:
         """push_front/pop_front as header copies (validity included) and setInvalid of the vacated slots."""
         if not stack.lv:
             raise type_error(Pos(src, 0, 0), "push_front/pop_front need an lvalue stack")
         size = stack.t.size
         ht = Type("header", name=stack.t.name)
 
-        def elem(i: int) -> IR:
-            return {"op": "index", "expr": stack.ir, "index": i, "type": ht.json()}
+        def elem(i: int) -> ir.Expr:
+            return ir.Index(stack.expr, i, ht.to_ir())
 
         moves = range(size - 1, count - 1, -1) if push else range(0, size - count)
-        out: list[IR] = [
-            {"s": "assign", "lhs": elem(i), "rhs": elem(i - count if push else i + count), "src": src}
-            for i in moves
-        ]
+        out: list[ir.Stmt] = [ir.Assign(elem(i), elem(i - count if push else i + count), src) for i in moves]
         vacated = range(min(count, size)) if push else range(max(size - count, 0), size)
-        return out + [{"s": "set_invalid", "header": elem(i), "src": src} for i in vacated]
+        return out + [ir.SetInvalid(elem(i), src) for i in vacated]
 
-    def switch(self, node: PTree, ctx: Ctx) -> list[IR]:
+    def switch(self, node: PTree, ctx: Ctx) -> list[ir.Stmt]:
         subject = self.expr(node.children[0], ctx)
         if subject.t.is_bits or subject.t.k in ("enum", "error"):
             return self.switch_value(node, subject, ctx)
         if subject.t.k != "action_run":
             raise type_error(self.pos(node.children[0]), f"cannot switch on {subject.t}")
         table_name = subject.t.name
-        table = next(t for t in self.tables if t["name"] == table_name)
-        names = {a["name"] for a in table["actions"]}
-        cases: list[IR] = []
+        table = next(t for t in self.tables if t.name == table_name)
+        names = {a.name for a in table.actions}
+        cases: list[ir.SwitchCase] = []
         pending: list[str] = []
         for case in node.children[1:]:
             label = case.children[0]
@@ -1382,29 +1371,30 @@ class Elaborator:
                 action = None
             else:
                 sym = self.lookup_sym(self.name(label), label, ctx)
-                if sym.kind != "action" or sym.ir not in names:
+                if sym.kind != "action" or sym.qname not in names:
                     raise type_error(self.pos(label), f"{self.name(label)} is not an action of {table_name}")
-                action = sym.ir
+                action = sym.qname
             if case.children[1] is None:
                 if action is None:
                     raise type_error(self.pos(case), "default label needs a body")
                 pending.append(action)
                 continue
             body = self.block(case.children[1], ctx)
-            cases.append({"actions": None if action is None else pending + [action], "body": body})
+            labels = None if action is None else tuple(pending + [action])
+            cases.append(ir.SwitchCase(labels, tuple(body)))
             pending = []
         if pending:
-            cases.append({"actions": pending, "body": []})
-        return [{"s": "switch", "table": table_name, "cases": cases, "src": self.src(node)}]
+            cases.append(ir.SwitchCase(tuple(pending), ()))
+        return [ir.Switch(table_name, tuple(cases), self.src(node))]
 
-    def switch_value(self, node: PTree, subject: Value, ctx: Ctx) -> list[IR]:
+    def switch_value(self, node: PTree, subject: Value, ctx: Ctx) -> list[ir.Stmt]:
         """`switch (expr) { 1: 2: {...} default: {...} }` lowered to an if/else chain on a copy of expr."""
-        var = self.add_local(ctx, "switch_value", subject.t)
-        ref = Value({"op": "var", "name": var, "type": subject.t.json()}, subject.t)
+        var = self.add_local(ctx, "switch_value", subject.t, self.pos(node))
+        ref = Value(ir.Var(var, subject.t.to_ir()), subject.t)
         src = self.src(node)
-        head: list[IR] = [{"s": "assign", "lhs": ref.ir, "rhs": subject.ir, "src": src}]
-        chain: list[tuple[IR | None, list[IR]]] = []
-        pending: list[IR] = []
+        head: list[ir.Stmt] = [ir.Assign(ref.expr, subject.expr, src)]
+        chain: list[tuple[ir.Expr | None, list[ir.Stmt]]] = []
+        pending: list[ir.Expr] = []
         for case in node.children[1:]:
             label = case.children[0]
             if isinstance(label, Tree) and label.data == "default_label":
@@ -1413,7 +1403,7 @@ class Elaborator:
                 value = self.coerce(self.expr(label, ctx), subject.t, label)
                 if value.const is None:
                     raise type_error(self.pos(label), "switch labels must be compile-time constants")
-                test = self.binop_ir("==", ref, value, BOOL).ir
+                test = self.binop_ir("==", ref, value, BOOL).expr
             if case.children[1] is None:
                 if test is None:
                     raise type_error(self.pos(case), "default label needs a body")
@@ -1422,18 +1412,17 @@ class Elaborator:
             tests = pending + ([test] if test is not None else [])
             cond = None if test is None else tests[0]
             for t in tests[1:]:
-                cond = {"op": "binary", "operator": "||", "left": cond, "right": t, "type": BOOL.json()}
+                assert cond is not None
+                cond = ir.Binary("||", cond, t, ir.TBool())
             chain.append((cond, self.block(case.children[1], ctx)))
             pending = []
-        tail: list[IR] = []
+        tail: list[ir.Stmt] = []
         for cond, body in reversed(chain):
-            tail = (
-                body if cond is None else [{"s": "if", "cond": cond, "then": body, "else": tail, "src": src}]
-            )
+            tail = body if cond is None else [ir.If(cond, tuple(body), tuple(tail), src)]
         return head + tail
 
     # ------------------------------------------------------------------ calls
-    def call_stmt(self, node: PTree, ctx: Ctx) -> list[IR]:
+    def call_stmt(self, node: PTree, ctx: Ctx) -> list[ir.Stmt]:
         callee = self.expr(node.children[0], ctx)
         targs = [self.resolve_type(t) for t in kids(kids(node.children[1])[1])] if node.children[1] else []
         args_node = node.children[2]
@@ -1442,7 +1431,7 @@ class Elaborator:
 
     def call(
         self, callee: Value, args_node: PTree, targs: list[Type], node: PTree, ctx: Ctx | None, as_stmt: bool
-    ) -> tuple[list[IR], Value | None]:
+    ) -> tuple[list[ir.Stmt], Value | None]:
         arg_nodes = kids(args_node)
         for a in arg_nodes:
             if isinstance(a, Tree) and a.data in ("named_arg", "dontcare_arg"):
@@ -1482,13 +1471,13 @@ class Elaborator:
         if bk == "header" and method in ("isValid", "setValid", "setInvalid"):
             self.arity(args, 0, pos, method)
             if method == "isValid":
-                return [], Value({"op": "is_valid", "expr": base.ir, "type": BOOL.json()}, BOOL)
-            return [
-                {"s": "set_valid" if method == "setValid" else "set_invalid", "header": base.ir, "src": src}
-            ], None
+                return [], Value(ir.IsValid(base.expr, ir.TBool()), BOOL)
+            if method == "setValid":
+                return [ir.SetValid(base.expr, src)], None
+            return [ir.SetInvalid(base.expr, src)], None
         if bk == "header" and method in ("minSizeInBits", "minSizeInBytes"):
             self.arity(args, 0, pos, method)
-            bits = self.headers[base.t.name]["bits"]
+            bits = self.headers[base.t.name].bits
             return [], const(bits if method == "minSizeInBits" else (bits + 7) // 8, bit(32))
         if bk == "stack" and method in ("push_front", "pop_front"):
             self.arity(args, 1, pos, method)
@@ -1501,8 +1490,8 @@ class Elaborator:
             if ctx.in_action:
                 raise type_error(pos, f"table {base.t.name} cannot be applied inside an action")
             if as_stmt:
-                return [{"s": "apply", "table": base.t.name, "src": src}], None
-            return [], Value({}, Type("apply_result", name=base.t.name))
+                return [ir.Apply(base.t.name, src)], None
+            return [], Value(None, Type("apply_result", name=base.t.name))
         if bk == "subcontrol" and method == "apply":
             if not as_stmt:
                 raise type_error(pos, "apply of a control is a statement")
@@ -1511,9 +1500,7 @@ class Elaborator:
             return self.packet_in_call(method, args, targs, arg_nodes, node, ctx)
         if bk == "packet_out" and method == "emit":
             self.arity(args, 1, pos, method)
-            return [
-                {"s": "emit", "header": h.ir, "src": src} for h in self.headers_in(args[0], arg_nodes[0])
-            ], None
+            return [ir.Emit(h.expr, src) for h in self.headers_in(args[0], arg_nodes[0])], None
         if bk == "extern" and "inst" in base.extra:
             if not as_stmt:
                 raise type_error(pos, f"{method} does not return a value")
@@ -1534,7 +1521,7 @@ class Elaborator:
 
     def packet_in_call(
         self, method: str, args: list[Value], targs: list[Type], nodes: list[Node], node: PTree, ctx: Ctx
-    ) -> tuple[list[IR], Value | None]:
+    ) -> tuple[list[ir.Stmt], Value | None]:
         pos = self.pos(node)
         if ctx.kind != "parser":
             raise type_error(pos, f"packet.{method} is only available in a parser")
@@ -1547,18 +1534,18 @@ class Elaborator:
                 raise type_error(self.pos(nodes[0]), f"extract needs a header lvalue, got {h.t}")
             if "stack_key" in h.extra and ctx.stack_next is not None:  # extract(s.next) advances s
                 ctx.stack_next[h.extra["stack_key"]] = ctx.stack_next.get(h.extra["stack_key"], 0) + 1
-            return [{"s": "extract", "header": h.ir, "src": str(pos)}], None
+            return [ir.Extract(h.expr, str(pos))], None
         if method == "advance":
             self.arity(args, 1, pos, method)
             bits = self.coerce(args[0], bit(32), nodes[0])
-            return [{"s": "advance", "bits": bits.ir, "src": str(pos)}], None
+            return [ir.Advance(bits.expr, str(pos))], None
         if method == "lookahead":
             if len(targs) == 1 and targs[0].k == "header":
                 # only its fields are used (`lookahead<h_t>().f`): member_of slices a bit lookahead
-                return [], Value({}, Type("lookahead_header", name=targs[0].name))
+                return [], Value(None, Type("lookahead_header", name=targs[0].name))
             if len(targs) != 1 or not targs[0].is_bits:
                 raise unsupported(pos, "lookahead of anything but bit<W>/int<W> or a header's fields")
-            return [], Value({"op": "lookahead", "type": targs[0].json()}, targs[0])
+            return [], Value(ir.Lookahead(targs[0].to_ir()), targs[0])
         raise unsupported(pos, f"packet_in.{method}")
 
     def headers_in(self, v: Value, node: Node) -> list[Value]:
@@ -1572,16 +1559,13 @@ class Elaborator:
             return out
         if v.t.k == "stack":
             ht = Type("header", name=v.t.name)
-            return [
-                Value({"op": "index", "expr": v.ir, "index": i, "type": ht.json()}, ht, lv=v.lv)
-                for i in range(v.t.size)
-            ]
+            return [Value(ir.Index(v.expr, i, ht.to_ir()), ht, lv=v.lv) for i in range(v.t.size)]
         if v.t.k in ("bit", "int", "bool", "error", "enum"):
             return []
         raise type_error(self.pos(node), f"cannot emit {v.t}")
 
     def member_value(self, base: Value, fname: str, ft: Type) -> Value:
-        return Value({"op": "member", "expr": base.ir, "field": fname, "type": ft.json()}, ft, lv=base.lv)
+        return Value(ir.Member(base.expr, fname, ft.to_ir()), ft, lv=base.lv)
 
     def flatten(self, v: Value, node: Node) -> list[Value]:
         """The bit fields of a {...} list, struct or header, in order (hash, checksum, digest, log data)."""
@@ -1617,7 +1601,9 @@ class Elaborator:
             raise unsupported(self.pos(node), f"hash algorithm {v.const}")
         return str(v.const)
 
-    def extern_fn(self, name: str, nodes: list[Node], targs: list[Type], node: PTree, ctx: Ctx) -> list[IR]:
+    def extern_fn(
+        self, name: str, nodes: list[Node], targs: list[Type], node: PTree, ctx: Ctx
+    ) -> list[ir.Stmt]:
         """A call of a v1model/core extern function: checked, then lowered by its `fn_<name>` method."""
         pos = self.pos(node)
         handler_name = _EXTERN_FN_HANDLERS.get(name)
@@ -1627,80 +1613,77 @@ class Elaborator:
         arity = _EXTERN_FN_ARITY.get(name)
         if arity is not None:
             self.arity(call.args, arity, pos, name)
-        stmt: IR = getattr(self, handler_name)(call)
-        return [{**stmt, "src": str(pos)}]
+        stmt: ir.Stmt = getattr(self, handler_name)(call)
+        return [stmt]
 
-    def fn_verify(self, c: _ExternCall) -> IR:
+    def fn_verify(self, c: _ExternCall) -> ir.Stmt:
         if c.ctx.kind != "parser":
             raise type_error(c.pos, "verify is only available in a parser")
         cond = self.coerce(c.args[0], BOOL, c.nodes[0])
         if c.args[1].t != ERROR or c.args[1].const is None:
             raise type_error(self.pos(c.nodes[1]), "verify needs an error constant")
-        return {"s": "verify", "cond": cond.ir, "error": c.args[1].const}
+        return ir.Verify(cond.expr, str(c.args[1].const), str(c.pos))
 
-    def fn_mark_to_drop(self, c: _ExternCall) -> IR:
+    def fn_mark_to_drop(self, c: _ExternCall) -> ir.Stmt:
         sm = self.lvalue(c.args[0], c.nodes[0])
         if sm.t != Type("struct", name="standard_metadata_t"):
             raise type_error(self.pos(c.nodes[0]), f"mark_to_drop needs standard_metadata, got {sm.t}")
-        return {"s": "call", "fn": c.name, "args": [sm.ir]}
+        return ir.Call(c.name, args=(sm.expr,), src=str(c.pos))
 
-    def fn_clone(self, c: _ExternCall) -> IR:
-        stmt: IR = {
-            "s": "call",
-            "fn": c.name,
-            "clone_type": self.enum_member(c.args[0], "CloneType", c.nodes[0]),
-            "args": [self.coerce(c.args[1], bit(32), c.nodes[1]).ir],
-        }
+    def fn_clone(self, c: _ExternCall) -> ir.Stmt:
+        clone_type = self.enum_member(c.args[0], "CloneType", c.nodes[0])
+        session = self.coerce(c.args[1], bit(32), c.nodes[1]).expr
+        field_list = None
         if c.name == "clone_preserving_field_list":
             index = self.coerce(c.args[2], bit(8), c.nodes[2]).const
             if index is None:
                 raise type_error(self.pos(c.nodes[2]), "the field list index must be a constant")
-            stmt["field_list"] = self.field_list_paths(self.meta_type, int(index))
-        return stmt
+            field_list = self.field_list_paths(self.meta_type, int(index))
+        return ir.Call(c.name, clone_type, args=(session,), field_list=field_list, src=str(c.pos))
 
-    def fn_hash(self, c: _ExternCall) -> IR:
+    def fn_hash(self, c: _ExternCall) -> ir.Stmt:
         args, nodes = c.args, c.nodes
         result = self.bit_result(args[0], nodes[0], "hash")
         base = self.coerce(args[2], result.t if args[2].t.k == "infint" else args[2].t, nodes[2])
         hmax = self.coerce(args[4], bit(32) if args[4].t.k == "infint" else args[4].t, nodes[4])
-        return {
-            "s": "call",
-            "fn": c.name,
-            "algorithm": self.enum_member(args[1], "HashAlgorithm", nodes[1]),
-            "args": [result.ir, base.ir, hmax.ir],
-            "data": [x.ir for x in self.flatten(args[3], nodes[3])],
-        }
+        return ir.Call(
+            c.name,
+            algorithm=self.enum_member(args[1], "HashAlgorithm", nodes[1]),
+            args=(result.expr, base.expr, hmax.expr),
+            data=tuple(x.expr for x in self.flatten(args[3], nodes[3])),
+            src=str(c.pos),
+        )
 
-    def fn_random(self, c: _ExternCall) -> IR:
+    def fn_random(self, c: _ExternCall) -> ir.Stmt:
         result = self.bit_result(c.args[0], c.nodes[0], "random")
         lo, hi = (self.coerce(a, result.t, n) for a, n in zip(c.args[1:], c.nodes[1:], strict=True))
-        return {"s": "call", "fn": c.name, "args": [result.ir, lo.ir, hi.ir]}
+        return ir.Call(c.name, args=(result.expr, lo.expr, hi.expr), src=str(c.pos))
 
-    def fn_digest(self, c: _ExternCall) -> IR:
-        return self.digest(c.args, c.nodes, c.targs)
+    def fn_digest(self, c: _ExternCall) -> ir.Stmt:
+        return self.digest(c.args, c.nodes, c.targs, c.pos)
 
-    def fn_checksum(self, c: _ExternCall) -> IR:
+    def fn_checksum(self, c: _ExternCall) -> ir.Stmt:
         args, nodes = c.args, c.nodes
         cond = self.coerce(args[0], BOOL, nodes[0])
         csum = self.lvalue(args[2], nodes[2]) if c.name.startswith("update") else args[2]
         if csum.t.k != "bit":
             raise type_error(self.pos(nodes[2]), f"checksum must be bit<W>, got {csum.t}")
-        return {
-            "s": "call",
-            "fn": c.name,
-            "algorithm": self.enum_member(args[3], "HashAlgorithm", nodes[3]),
-            "args": [cond.ir, csum.ir],
-            "data": [x.ir for x in self.flatten(args[1], nodes[1])],
-        }
+        return ir.Call(
+            c.name,
+            algorithm=self.enum_member(args[3], "HashAlgorithm", nodes[3]),
+            args=(cond.expr, csum.expr),
+            data=tuple(x.expr for x in self.flatten(args[1], nodes[1])),
+            src=str(c.pos),
+        )
 
-    def fn_log_msg(self, c: _ExternCall) -> IR:
+    def fn_log_msg(self, c: _ExternCall) -> ir.Stmt:
         if not c.args or c.args[0].t != STRING:
             raise type_error(c.pos, "log_msg needs a format string")
-        data = [x.ir for a, n in zip(c.args[1:], c.nodes[1:], strict=True) for x in self.flatten(a, n)]
-        return {"s": "call", "fn": c.name, "format": c.args[0].const, "args": data}
+        data = [x.expr for a, n in zip(c.args[1:], c.nodes[1:], strict=True) for x in self.flatten(a, n)]
+        return ir.Call(c.name, format=str(c.args[0].const), args=tuple(data), src=str(c.pos))
 
-    def fn_assert(self, c: _ExternCall) -> IR:
-        return {"s": "call", "fn": c.name, "args": [self.coerce(c.args[0], BOOL, c.nodes[0]).ir]}
+    def fn_assert(self, c: _ExternCall) -> ir.Stmt:
+        return ir.Call(c.name, args=(self.coerce(c.args[0], BOOL, c.nodes[0]).expr,), src=str(c.pos))
 
     def bit_result(self, v: Value, node: Node, what: str) -> Value:
         """The `out` result argument of hash/random: a bit<W> lvalue."""
@@ -1709,37 +1692,40 @@ class Elaborator:
             raise type_error(self.pos(node), f"{what} result must be bit<W>, got {result.t}")
         return result
 
-    def fn_clone3(self, c: _ExternCall) -> IR:
+    def fn_clone3(self, c: _ExternCall) -> ir.Stmt:
         """Deprecated clone3(type, session, {fields}): user-metadata fields in the list are preserved."""
         args, nodes = c.args, c.nodes
         paths = []
         for item in self.flatten(args[2], nodes[2]):
-            path: list[str] = []
-            e = item.ir
-            while e["op"] == "member":
-                path.insert(0, e["field"])
-                e = e["expr"]
-            if e["op"] == "var" and e["type"] == {"k": "struct", "name": self.meta_type} and path:
+            path: tuple[str, ...] = ()
+            e = item.expr
+            while isinstance(e, ir.Member):
+                path = (e.field, *path)
+                e = e.expr
+            if isinstance(e, ir.Var) and e.type == ir.TStruct(self.meta_type) and path:
                 paths.append(path)
-        return {
-            "s": "call",
-            "fn": "clone_preserving_field_list" if paths else "clone",
-            "clone_type": self.enum_member(args[0], "CloneType", nodes[0]),
-            "args": [self.coerce(args[1], bit(32), nodes[1]).ir],
-            **({"field_list": paths} if paths else {}),
-        }
+        return ir.Call(
+            "clone_preserving_field_list" if paths else "clone",
+            self.enum_member(args[0], "CloneType", nodes[0]),
+            args=(self.coerce(args[1], bit(32), nodes[1]).expr,),
+            field_list=tuple(paths) if paths else None,
+            src=str(c.pos),
+        )
 
-    def field_list_paths(self, struct: str, index: int, prefix: tuple[str, ...] = ()) -> list[list[str]]:
-        paths: list[list[str]] = []
-        for f in self.structs.get(struct, {}).get("fields", []):
-            path = prefix + (f["name"],)
-            if index in f.get("field_lists", []):
-                paths.append(list(path))
-            elif f["type"]["k"] == "struct":
-                paths.extend(self.field_list_paths(f["type"]["name"], index, path))
-        return paths
+    def field_list_paths(
+        self, struct: str, index: int, prefix: tuple[str, ...] = ()
+    ) -> tuple[tuple[str, ...], ...]:
+        paths: list[tuple[str, ...]] = []
+        st = self.structs.get(struct)
+        for f in st.fields if st else ():
+            path = prefix + (f.name,)
+            if index in (f.field_lists or ()):
+                paths.append(path)
+            elif isinstance(f.type, ir.TStruct):
+                paths.extend(self.field_list_paths(f.type.name, index, path))
+        return tuple(paths)
 
-    def digest(self, args: list[Value], nodes: list[Node], targs: list[Type]) -> IR:
+    def digest(self, args: list[Value], nodes: list[Node], targs: list[Type], pos: Pos) -> ir.Stmt:
         """digest<T>(receiver, data): one expression per field of the named struct T."""
         t = targs[0] if targs else args[1].t
         if t.k != "struct":
@@ -1759,34 +1745,30 @@ class Elaborator:
                 raise unsupported(self.pos(nodes[1]), f"digest field {fname} of type {ft}")
         receiver = self.coerce(args[0], bit(32), nodes[0]).const
         self.digests.setdefault(
-            t.name, {"name": t.name, "fields": [{"name": f, "type": ft.json()} for f, ft in fields]}
+            t.name, ir.DigestType(t.name, tuple(ir.DigestField(f, ft.to_ir()) for f, ft in fields))
         )
-        return {
-            "s": "digest",
-            "digest": t.name,
-            "receiver": receiver,
-            "fields": [v.ir for v in values],
-        }
+        receiver_id = int(receiver) if receiver is not None else None
+        return ir.Digest(t.name, receiver_id, tuple(v.expr for v in values), str(pos))
 
     def extern_method(
-        self, inst: IR, method: str, args: list[Value], nodes: list[Node], pos: Pos
-    ) -> list[IR]:
-        kind = inst["kind"]
+        self, inst: ir.ExternInstance, method: str, args: list[Value], nodes: list[Node], pos: Pos
+    ) -> list[ir.Stmt]:
+        kind = inst.tag
         src = str(pos)
 
-        def index(i: int) -> IR:
+        def index(i: int) -> ir.Expr:
             v = args[i]
             if v.t.k == "infint":
                 v = self.coerce(v, bit(32), nodes[i])
             if v.t.k != "bit":
                 raise type_error(self.pos(nodes[i]), f"index must be bit<W>, got {v.t}")
-            return v.ir
+            return v.expr
 
-        def result(i: int, want: Type | None = None) -> IR:
+        def result(i: int, want: Type | None = None) -> ir.Expr:
             v = self.lvalue(args[i], nodes[i])
             if v.t.k != "bit" or (want is not None and v.t != want):
                 raise type_error(self.pos(nodes[i]), f"result must be {want or 'bit<W>'}, got {v.t}")
-            return v.ir
+            return v.expr
 
         signature = {
             ("counter", "count"): 1,
@@ -1803,13 +1785,15 @@ class Elaborator:
             ir_args = [index(0)] if kind == "counter" else []
         elif method == "execute_meter":
             ir_args = [index(0), result(1)]
-        elif kind == "direct_meter":
-            ir_args = [result(0, self.type_from_json(inst["result_type"]))]
+        elif isinstance(inst, ir.DirectMeter):
+            ir_args = [result(0, from_ir(inst.result_type))]
         elif method == "read":
-            ir_args = [result(0, self.type_from_json(inst["type"])), index(1)]
+            assert isinstance(inst, ir.Register)
+            ir_args = [result(0, from_ir(inst.type)), index(1)]
         else:
-            ir_args = [index(0), self.coerce(args[1], self.type_from_json(inst["type"]), nodes[1]).ir]
-        return [{"s": "method", "instance": inst["name"], "method": method, "args": ir_args, "src": src}]
+            assert isinstance(inst, ir.Register)
+            ir_args = [index(0), self.coerce(args[1], from_ir(inst.type), nodes[1]).expr]
+        return [ir.MethodCall(inst.name, method, tuple(ir_args), src)]
 
     # ------------------------------------------------------------------ order of side effects
     # A function call inside an expression runs as statements queued in ctx.pre before the statement
@@ -1819,7 +1803,7 @@ class Elaborator:
     def pre_mark(self, ctx: Ctx | None) -> int:
         return len(ctx.pre) if ctx is not None and ctx.pre is not None else 0
 
-    def take_pre(self, ctx: Ctx | None, mark: int) -> list[IR]:
+    def take_pre(self, ctx: Ctx | None, mark: int) -> list[ir.Stmt]:
         """The statements queued since `mark`, removed from ctx.pre (to run them conditionally)."""
         if ctx is None or ctx.pre is None:
             return []
@@ -1836,18 +1820,17 @@ class Elaborator:
             ends.append(self.pre_mark(ctx))
         for i in range(len(values) - 2, -1, -1):
             if ends[-1] > ends[i]:
-                values[i] = self.spill(values[i], ends[i], ctx, self.src(nodes[i]))
+                values[i] = self.spill(values[i], ends[i], ctx, nodes[i])
         return values
 
-    def spill(self, v: Value, at: int, ctx: Ctx | None, src: str) -> Value:
+    def spill(self, v: Value, at: int, ctx: Ctx | None, node: Node) -> Value:
         """Copy a run-time value to a fresh local by a statement inserted at ctx.pre[at]."""
-        if ctx is None or ctx.pre is None or v.const is not None or not v.ir:
+        if ctx is None or ctx.pre is None or v.const is not None or v.node is None:
             return v
         if v.t.k not in ("bit", "int", "bool", "header", "struct", "error", "enum"):
             return v
-        var = self.add_local(ctx, "tmp", v.t)
-        ref = {"op": "var", "name": var, "type": v.t.json()}
-        ctx.pre.insert(at, {"s": "assign", "lhs": ref, "rhs": v.ir, "src": src})
+        ref = ir.Var(self.add_local(ctx, "tmp", v.t, self.pos(node)), v.t.to_ir())
+        ctx.pre.insert(at, ir.Assign(ref, v.expr, self.src(node)))
         return Value(ref, v.t, extra={"lvalue": v} if v.lv else {})
 
     def short_circuit(self, node: PTree, ctx: Ctx | None, op: str) -> Value:
@@ -1865,15 +1848,11 @@ class Elaborator:
         if not b_pre:
             return self.binop_ir(op, a, b, BOOL)
         assert ctx is not None and ctx.pre is not None
-        var = self.add_local(ctx, "cond", BOOL)
-        ref = {"op": "var", "name": var, "type": BOOL.json()}
-        test = ref if op == "&&" else {"op": "unary", "operator": "!", "expr": ref, "type": BOOL.json()}
+        ref = ir.Var(self.add_local(ctx, "cond", BOOL, self.pos(node)), ir.TBool())
+        test: ir.Expr = ref if op == "&&" else ir.Unary("!", ref, ir.TBool())
         src = self.src(node)
-        then = b_pre + [{"s": "assign", "lhs": ref, "rhs": b.ir, "src": src}]
-        ctx.pre += [
-            {"s": "assign", "lhs": ref, "rhs": a.ir, "src": src},
-            {"s": "if", "cond": test, "then": then, "else": [], "src": src},
-        ]
+        then = (*b_pre, ir.Assign(ref, b.expr, src))
+        ctx.pre += [ir.Assign(ref, a.expr, src), ir.If(test, then, (), src)]
         return Value(ref, BOOL)
 
     # ------------------------------------------------------------------ expressions
@@ -1886,25 +1865,26 @@ class Elaborator:
 
     def sym_value(self, sym: Sym, name: str, node: Node) -> Value:
         if sym.kind == "var":
-            return Value({"op": "var", "name": sym.ir, "type": sym.t.json()}, sym.t, lv=not sym.readonly)
+            return Value(ir.Var(sym.qname, sym.t.to_ir()), sym.t, lv=not sym.readonly)
         if sym.kind == "const":
             assert sym.value is not None
             return sym.value
         if sym.kind == "table":
-            return Value({}, Type("table", name=sym.ir))
+            return Value(None, Type("table", name=sym.qname))
         if sym.kind == "action":
-            return Value({}, Type("action", name=sym.ir), extra={"sym": sym})
+            return Value(None, Type("action", name=sym.qname), extra={"sym": sym})
         if sym.kind == "inst":
-            return Value({}, Type("extern", name=sym.t.name), extra={"inst": self.extern_by_name[sym.ir]})
+            inst = self.extern_by_name[sym.qname]
+            return Value(None, Type("extern", name=sym.t.name), extra={"inst": inst})
         if sym.kind == "extern_fn":
-            return Value({}, Type("extern_fn", name=name))
+            return Value(None, Type("extern_fn", name=name))
         if sym.kind == "alias":
             assert sym.value is not None
             return sym.value
         if sym.kind == "subcontrol":
-            return Value({}, Type("subcontrol", name=sym.ir), extra={"sym": sym})
+            return Value(None, Type("subcontrol", name=sym.qname), extra={"sym": sym})
         if sym.kind == "function":
-            return Value({}, Type("function", name=sym.ir), extra={"sym": sym})
+            return Value(None, Type("function", name=sym.qname), extra={"sym": sym})
         raise type_error(self.pos(node), f"{name} cannot be used here")
 
     def expr(self, node: Node, ctx: Ctx | None) -> Value:
@@ -1921,7 +1901,7 @@ class Elaborator:
 
     def x_string_lit(self, node: PTree, ctx: Ctx | None) -> Value:
         s = str(node.children[0])[1:-1]
-        return Value({"op": "const", "value": s, "type": STRING.json()}, STRING, s)
+        return Value(None, STRING, s)
 
     def x_true_lit(self, node: PTree, ctx: Ctx | None) -> Value:
         return const(True, BOOL)
@@ -1953,7 +1933,7 @@ class Elaborator:
             if member not in self.enums[tname]:
                 raise type_error(self.pos(node), f"{tname} has no member {member}")
             t = Type("enum", name=tname)
-            return Value({"op": "const", "value": member, "type": t.json()}, t, member)
+            return Value(ir.Const(member, t.to_ir()), t, member)
         if kind == "serenum":
             base, members = info
             if member not in members:
@@ -1965,7 +1945,7 @@ class Elaborator:
         member = self.name(node.children[0])
         if member not in self.errors:
             raise type_error(self.pos(node), f"unknown error {member}")
-        return Value({"op": "const", "value": member, "type": ERROR.json()}, ERROR, member)
+        return Value(ir.Const(member, ir.TError()), ERROR, member)
 
     def x_member(self, node: PTree, ctx: Ctx | None) -> Value:
         return self.member_of(self.expr(node.children[0], ctx), self.name(node.children[1]), node, ctx)
@@ -1982,15 +1962,17 @@ class Elaborator:
                 raise type_error(self.pos(node.children[1]), f"{t} has no field {member}")
         if t.k == "apply_result":
             if member in ("hit", "miss"):
-                return Value({"op": "table_" + member, "table": t.name, "type": BOOL.json()}, BOOL)
+                if member == "hit":
+                    return Value(ir.TableHit(t.name, ir.TBool()), BOOL)
+                return Value(ir.TableMiss(t.name, ir.TBool()), BOOL)
             if member == "action_run":
-                return Value({}, Type("action_run", name=t.name))
+                return Value(None, Type("action_run", name=t.name))
         if t.k == "stack" and member == "size":
             return const(t.size, bit(32))
         if t.k == "stack" and member in ("next", "last", "lastIndex"):
             return self.stack_position(base, member, node, ctx)
         if t.k in ("header", "table", "packet_in", "packet_out", "extern", "stack", "subcontrol"):
-            return Value({}, Type("method"), extra={"base": base, "method": member})
+            return Value(None, Type("method"), extra={"base": base, "method": member})
         raise type_error(self.pos(node.children[1]), f"{t} has no member {member}")
 
     x_lv_member = x_member
@@ -1999,7 +1981,7 @@ class Elaborator:
         """`.next`/`.last`/`.lastIndex` in an unrolled parser state: constant positions in the stack."""
         if ctx is None or ctx.stack_next is None:
             raise unsupported(self.pos(node.children[1]), f"header stack .{member} outside a parser")
-        key = json.dumps(stack.ir, sort_keys=True)
+        key = json.dumps(ir.node_to_json(stack.expr), sort_keys=True)
         nxt = ctx.stack_next.get(key, 0)
         if member == "lastIndex":
             return const(nxt - 1, bit(32))
@@ -2007,27 +1989,21 @@ class Elaborator:
         if not 0 <= index < stack.t.size:
             raise _StackOutOfBounds()
         ht = Type("header", name=stack.t.name)
-        ir = {"op": "index", "expr": stack.ir, "index": index, "type": ht.json()}
-        return Value(ir, ht, lv=stack.lv, extra={"stack_key": key} if member == "next" else {})
+        elem = ir.Index(stack.expr, index, ht.to_ir())
+        return Value(elem, ht, lv=stack.lv, extra={"stack_key": key} if member == "next" else {})
 
     def lookahead_field(self, header: str, member: str, node: PTree) -> Value:
         """`pkt.lookahead<h_t>().f` as a slice of a lookahead of the whole header's bits."""
         h = self.headers[header]
         offset = 0
-        for f in h["fields"]:
-            if f["name"] == member:
-                whole = {"op": "lookahead", "type": bit(h["bits"]).json()}
-                hi = h["bits"] - 1 - offset
-                t = Type("int" if f["signed"] else "bit", f["w"])
-                sliced = {
-                    "op": "slice",
-                    "expr": whole,
-                    "hi": hi,
-                    "lo": hi - f["w"] + 1,
-                    "type": bit(f["w"]).json(),
-                }
-                return Value(sliced if t.k == "bit" else {"op": "cast", "expr": sliced, "type": t.json()}, t)
-            offset += f["w"]
+        for f in h.fields:
+            if f.name == member:
+                whole = ir.Lookahead(ir.TBit(h.bits))
+                hi = h.bits - 1 - offset
+                t = Type("int" if f.signed else "bit", f.w)
+                sliced = ir.Slice(whole, hi, hi - f.w + 1, ir.TBit(f.w))
+                return Value(sliced if t.k == "bit" else ir.Cast(sliced, t.to_ir()), t)
+            offset += f.w
         raise type_error(self.pos(node.children[1]), f"header {header} has no field {member}")
 
     def x_index(self, node: PTree, ctx: Ctx | None) -> Value:
@@ -2040,7 +2016,7 @@ class Elaborator:
         if not 0 <= idx.const < base.t.size:
             raise type_error(self.pos(node.children[1]), f"index {idx.const} out of bounds of {base.t}")
         ht = Type("header", name=base.t.name)
-        return Value({"op": "index", "expr": base.ir, "index": idx.const, "type": ht.json()}, ht, lv=base.lv)
+        return Value(ir.Index(base.expr, idx.const, ht.to_ir()), ht, lv=base.lv)
 
     x_lv_index = x_index
 
@@ -2054,7 +2030,7 @@ class Elaborator:
         t = bit(hi - lo + 1)
         if base.const is not None:
             return const(int(base.const) >> lo, t)
-        return Value({"op": "slice", "expr": base.ir, "hi": hi, "lo": lo, "type": t.json()}, t, lv=base.lv)
+        return Value(ir.Slice(base.expr, hi, lo, t.to_ir()), t, lv=base.lv)
 
     x_lv_slice = x_slice
 
@@ -2085,7 +2061,7 @@ class Elaborator:
     def x_list_expr(self, node: PTree, ctx: Ctx | None) -> Value:
         nodes = kids(kids(node)[0]) if kids(node) else []
         items = self.operands(nodes, ctx)
-        return Value({}, Type("list"), extra={"items": items, "nodes": nodes})
+        return Value(None, Type("list"), extra={"items": items, "nodes": nodes})
 
     def x_struct_expr(self, node: PTree, ctx: Ctx | None) -> Value:
         raise unsupported(self.pos(node), "struct initializer outside an assignment")
@@ -2107,7 +2083,7 @@ class Elaborator:
             return const(int(v.const), t)
         if src.k == "infint":
             return self.coerce(v, t, node)  # (bit<8>) (c ? 1 : 2)
-        return Value({"op": "cast", "expr": v.ir, "type": t.json()}, t)
+        return Value(ir.Cast(v.expr, t.to_ir()), t)
 
     def coerce(self, v: Value, t: Type, node: Node) -> Value:
         """Implicit conversion: integer literals take the expected type; anything else must match exactly."""
@@ -2118,7 +2094,7 @@ class Elaborator:
         if v.t.k == "infint" and t.is_bits and "mux" in v.extra:
             cond, a, b = v.extra["mux"]
             a, b = self.coerce(a, t, node), self.coerce(b, t, node)
-            return Value({"op": "mux", "cond": cond.ir, "then": a.ir, "else": b.ir, "type": t.json()}, t)
+            return Value(ir.Mux(cond.expr, a.expr, b.expr, t.to_ir()), t)
         if v.t.k == "infint" and v.const is None:
             raise type_error(
                 self.pos(node), "cannot infer the width of this integer expression; give it a width"
@@ -2190,7 +2166,7 @@ class Elaborator:
         return wrap(ops[op](x, y), t)
 
     def binop_ir(self, op: str, a: Value, b: Value, t: Type) -> Value:
-        return Value({"op": "binary", "operator": op, "left": a.ir, "right": b.ir, "type": t.json()}, t)
+        return Value(ir.Binary(op, a.expr, b.expr, t.to_ir()), t)
 
     def shift(self, a: Value, b: Value, op: str, node: PTree) -> Value:
         if (
@@ -2218,7 +2194,7 @@ class Elaborator:
         t = Type(a.t.k, a.t.w + b.t.w)
         if a.const is not None and b.const is not None:
             return const((int(a.const) << b.t.w) | wrap(int(b.const), bit(b.t.w)), t)
-        return Value({"op": "concat", "left": a.ir, "right": b.ir, "type": t.json()}, t)
+        return Value(ir.Concat(a.expr, b.expr, t.to_ir()), t)
 
     def unary(self, node: PTree, ctx: Ctx | None, op: str) -> Value:
         v = self.expr(node.children[0], ctx)
@@ -2236,7 +2212,7 @@ class Elaborator:
                 raise type_error(self.pos(node), f"- is not defined on {v.t}")
             if v.const is not None:
                 return const(-int(v.const), v.t)
-        return Value({"op": "unary", "operator": op, "expr": v.ir, "type": v.t.json()}, v.t)
+        return Value(ir.Unary(op, v.expr, v.t.to_ir()), v.t)
 
     def x_mux(self, node: PTree, ctx: Ctx | None) -> Value:
         cond = self.coerce(self.expr(node.children[0], ctx), BOOL, node.children[0])
@@ -2253,33 +2229,26 @@ class Elaborator:
             return self.mux_with_calls(node, ctx, cond, (a, a_pre), (b, b_pre))
         if a.t.k == "infint" and b.t.k == "infint":
             # `c ? 1 : 0`: the width comes from where the value goes (see coerce)
-            return Value({}, INFINT, extra={"mux": (cond, a, b)})
+            return Value(None, INFINT, extra={"mux": (cond, a, b)})
         a, b = self.unify(a, b, "?:", node)
-        return Value({"op": "mux", "cond": cond.ir, "then": a.ir, "else": b.ir, "type": a.t.json()}, a.t)
+        return Value(ir.Mux(cond.expr, a.expr, b.expr, a.t.to_ir()), a.t)
 
     def mux_with_calls(
         self,
         node: PTree,
         ctx: Ctx | None,
         cond: Value,
-        then: tuple[Value, list[IR]],
-        other: tuple[Value, list[IR]],
+        then: tuple[Value, list[ir.Stmt]],
+        other: tuple[Value, list[ir.Stmt]],
     ) -> Value:
         """`c ? f(x) : g(y)`: an if/else that runs only the chosen branch's calls, into a temporary."""
         assert ctx is not None and ctx.pre is not None
         a, b = self.unify(then[0], other[0], "?:", node)
-        var = self.add_local(ctx, "mux", a.t)
-        ref = {"op": "var", "name": var, "type": a.t.json()}
+        ref = ir.Var(self.add_local(ctx, "mux", a.t, self.pos(node)), a.t.to_ir())
         src = self.src(node)
-        ctx.pre.append(
-            {
-                "s": "if",
-                "cond": cond.ir,
-                "then": then[1] + [{"s": "assign", "lhs": ref, "rhs": a.ir, "src": src}],
-                "else": other[1] + [{"s": "assign", "lhs": ref, "rhs": b.ir, "src": src}],
-                "src": src,
-            }
-        )
+        branch_a = (*then[1], ir.Assign(ref, a.expr, src))
+        branch_b = (*other[1], ir.Assign(ref, b.expr, src))
+        ctx.pre.append(ir.If(cond.expr, branch_a, branch_b, src))
         return Value(ref, a.t)
 
     def x_pos_op(self, node: PTree, ctx: Ctx | None) -> Value:

@@ -9,11 +9,12 @@ only 16 bits of the hash, so p4info files from old tutorials show smaller ids.)
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from typing import Any
 
 from finsy.proto import p4i, p4t
 
-from p4switch.frontend.elaborate import Elaborator
+from p4switch import ir
 from p4switch.frontend.errors import Pos, type_error
 
 ACTION, TABLE, CONTROLLER_HEADER = 0x01, 0x02, 0x04
@@ -140,56 +141,88 @@ def annotate(msg: Any, annos: dict[str, list[Any]]) -> None:
             setattr(msg.doc, field, text[0])
 
 
-def applied_tables(ir: dict[str, Any]) -> set[str]:
+def applied_tables(program: ir.Program) -> set[str]:
     """The tables the controls apply (in statements, conditions or other applied tables' keys): p4c
     leaves the others, and what only they use, out of P4Info."""
-    keys = {t["name"]: t["keys"] for t in ir["tables"]}
+    keys = {t.name: t.keys for t in program.tables}
     found: set[str] = set()
-    todo: list[Any] = [c["body"] for c in ir["controls"]]
+    todo: list[Any] = [s for c in program.controls for s in c.body]
     while todo:
         node = todo.pop()
-        if isinstance(node, dict):
-            applied = node.get("s") in ("apply", "switch") or node.get("op") in ("table_hit", "table_miss")
-            if applied and node["table"] not in found:
-                found.add(node["table"])
-                todo.append(keys[node["table"]])
-            todo.extend(node.values())
-        elif isinstance(node, list):
-            todo.extend(node)
+        if isinstance(node, ir.Apply | ir.Switch | ir.TableHit | ir.TableMiss) and node.table not in found:
+            found.add(node.table)
+            todo.extend(keys[node.table])
+        todo.extend(ir.children(node))
     return found
 
 
-def _pos(obj: dict[str, Any]) -> Pos:
-    file, line, col = obj.get("src", "?:0:0").rsplit(":", 2)
+def _pos(src: str) -> Pos:
+    file, line, col = (src or "?:0:0").rsplit(":", 2)
     return Pos(file, int(line), int(col))
 
 
-def build(ir: dict[str, Any], elab: Elaborator) -> p4i.P4Info:
-    """Build the P4Info and write the assigned ids back into the IR objects (`p4info_id`)."""
-    alloc = IdAllocator()
-    for a in ir["actions"]:
-        alloc.request(ACTION, a["name"], _explicit_id(elab.action_annos.get(a["name"], {})), _pos(a))
-    for name in dict.fromkeys(elab.called_actions):
-        alloc.request(ACTION, name, _explicit_id(elab.action_annos.get(name, {})), Pos(ir["source"], 1, 1))
-    for t in ir["tables"]:
-        alloc.request(TABLE, t["name"], _explicit_id(elab.table_annos.get(t["name"], {})), _pos(t))
-    for e in ir["externs"]:
-        alloc.request(
-            _EXTERN_PREFIX[e["kind"]], e["name"], _explicit_id(elab.extern_annos.get(e["name"], {})), _pos(e)
-        )
-    for d in ir["digests"]:
-        alloc.request(DIGEST, d["name"], None, Pos(ir["source"], 1, 1))
-    controller_headers = {name: h for name, h in ir["headers"].items() if h["controller_header"]}
-    for name in controller_headers:  # p4c hashes the header type name for these ids
-        alloc.request(CONTROLLER_HEADER, name, _explicit_id(elab.header_annos[name]), Pos(ir["source"], 1, 1))
-    ids = alloc.assign()
-    every = (
-        [a["name"] for a in ir["actions"]]
-        + elab.called_actions
-        + [t["name"] for t in ir["tables"]]
-        + [e["name"] for e in ir["externs"]]
+Ids = dict[tuple[int, str], int]
+Annos = dict[str, list[Any]]
+
+
+@dataclass(frozen=True)
+class Extras:
+    """What P4Info needs that the IR does not carry: annotations by qualified name (of the header type
+    for headers; of the table, one per key, for keys; of the action, one per parameter, for params), and
+    the actions control bodies call directly (inlined, so not in the IR's actions; p4c lists them)."""
+
+    actions: dict[str, Annos]
+    tables: dict[str, Annos]
+    externs: dict[str, Annos]
+    headers: dict[str, Annos]
+    keys: dict[str, list[Annos]]
+    params: dict[str, list[Annos]]
+    action_refs: dict[tuple[str, str], Annos]  # (table, action): the annotations of an actions-list item
+    called_actions: list[str]
+
+
+def assign_ids(program: ir.Program, x: Extras) -> tuple[ir.Program, Ids]:
+    """The ids pass: every control-plane object gets its P4Runtime id; returns the program with the ids
+    of its actions, tables and extern instances (`p4info_id`), and all the ids by (prefix, name)."""
+    ids = _allocate(program, x)
+    program = replace(
+        program,
+        actions=tuple(replace(a, p4info_id=ids[(ACTION, a.name)]) for a in program.actions),
+        tables=tuple(replace(t, p4info_id=ids[(TABLE, t.name)]) for t in program.tables),
+        externs=tuple(_with_id(e, ids[(_EXTERN_PREFIX[e.tag], e.name)]) for e in program.externs),
     )
-    alias = aliases(every)
+    return program, ids
+
+
+def _with_id(inst: ir.ExternInstance, p4info_id: int) -> ir.ExternInstance:
+    concrete: Any = inst  # every kind of extern instance is a dataclass with a p4info_id
+    return replace(concrete, p4info_id=p4info_id)  # type: ignore[no-any-return]
+
+
+def _allocate(program: ir.Program, x: Extras) -> Ids:
+    alloc = IdAllocator()
+    for a in program.actions:
+        alloc.request(ACTION, a.name, _explicit_id(x.actions.get(a.name, {})), _pos(a.src))
+    for name in dict.fromkeys(x.called_actions):
+        alloc.request(ACTION, name, _explicit_id(x.actions.get(name, {})), Pos(program.source, 1, 1))
+    for t in program.tables:
+        alloc.request(TABLE, t.name, _explicit_id(x.tables.get(t.name, {})), _pos(t.src))
+    for e in program.externs:
+        explicit = _explicit_id(x.externs.get(e.name, {}))
+        alloc.request(_EXTERN_PREFIX[e.tag], e.name, explicit, _pos(e.src))
+    for d in program.digests:
+        alloc.request(DIGEST, d.name, None, Pos(program.source, 1, 1))
+    for name, h in program.headers.items():  # p4c hashes the header type name for these ids
+        if h.controller_header:
+            explicit = _explicit_id(x.headers[name])
+            alloc.request(CONTROLLER_HEADER, name, explicit, Pos(program.source, 1, 1))
+    return alloc.assign()
+
+
+def build(program: ir.Program, x: Extras, ids: Ids) -> p4i.P4Info:
+    """The P4Info pass: the P4Info message of a program whose ids are assigned."""
+    every = [a.name for a in program.actions] + x.called_actions + [t.name for t in program.tables]
+    alias = aliases(every + [e.name for e in program.externs])
 
     def preamble(msg: Any, prefix: int, name: str) -> None:
         msg.preamble.id = ids[(prefix, name)]
@@ -198,125 +231,111 @@ def build(ir: dict[str, Any], elab: Elaborator) -> p4i.P4Info:
 
     info = p4i.P4Info()
     info.pkg_info.arch = "v1model"
-    hidden = {a for a, annos in elab.action_annos.items() if "hidden" in annos}
-    hidden |= {t["name"] for t in ir["tables"] if "hidden" in elab.table_annos.get(t["name"], {})}
+    hidden = {a for a, annos in x.actions.items() if "hidden" in annos}
+    hidden |= {t.name for t in program.tables if "hidden" in x.tables.get(t.name, {})}
     # as p4c: the tables applied, the actions they use or a control body calls, the resources they use
-    listed = {t["name"] for t in ir["tables"] if t["name"] in applied_tables(ir) and t["name"] not in hidden}
-    used = {a["name"] for t in ir["tables"] if t["name"] in listed for a in t["actions"]}
-    for a in ir["actions"]:
-        a["p4info_id"] = ids[(ACTION, a["name"])]
-        if a["name"] in used - hidden:
+    applied = applied_tables(program)
+    listed = {t.name for t in program.tables if t.name in applied and t.name not in hidden}
+    used = {a.name for t in program.tables if t.name in listed for a in t.actions}
+    for a in program.actions:
+        if a.name in used - hidden:
             msg = info.actions.add()
-            preamble(msg, ACTION, a["name"])
-            annotate(msg.preamble, elab.action_annos.get(a["name"], {}))
-            for i, p in enumerate(a["params"], 1):
-                param = msg.params.add(id=i, name=p["name"], bitwidth=p["type"].get("w", 1))
-                annotate(param, elab.param_annos[a["name"]][i - 1])
-    for name in dict.fromkeys(elab.called_actions):
+            preamble(msg, ACTION, a.name)
+            annotate(msg.preamble, x.actions.get(a.name, {}))
+            for i, p in enumerate(a.params, 1):
+                param = msg.params.add(id=i, name=p.name, bitwidth=ir.width(p.type))
+                annotate(param, x.params[a.name][i - 1])
+    for name in dict.fromkeys(x.called_actions):
         if name not in used | hidden:  # called from a control body: no parameters (p4c removes them)
             msg = info.actions.add()
             preamble(msg, ACTION, name)
-            annotate(msg.preamble, elab.action_annos.get(name, {}))
-    ext_id = {e["name"]: ids[(_EXTERN_PREFIX[e["kind"]], e["name"])] for e in ir["externs"]}
-    for t in ir["tables"]:
-        t["p4info_id"] = ids[(TABLE, t["name"])]
-        if t["name"] in listed:
-            _table(info.tables.add(), t, ids, ext_id, preamble, hidden, elab)
-    for e in ir["externs"]:
-        e["p4info_id"] = ext_id[e["name"]]
-        if not e["kind"].startswith("direct_") or e["table"] in listed:
-            _extern(info, e, ids, preamble, elab, listed)
-    for d in ir["digests"]:
+            annotate(msg.preamble, x.actions.get(name, {}))
+    ext_id = {e.name: e.p4info_id for e in program.externs}
+    for t in program.tables:
+        if t.name in listed:
+            _table(info.tables.add(), t, ids, ext_id, preamble, hidden, x)
+    for e in program.externs:
+        if not isinstance(e, ir.DirectCounter | ir.DirectMeter) or e.table in listed:
+            _extern(info, e, ids, preamble, x, listed)
+    for d in program.digests:
         msg = info.digests.add()
-        preamble(msg, DIGEST, d["name"])
-        msg.type_spec.struct.name = d["name"]
-        struct = info.type_info.structs[d["name"]]
-        for f in d["fields"]:
-            struct.members.add(name=f["name"]).type_spec.bitstring.bit.bitwidth = f["type"]["w"]
-    for name, h in controller_headers.items():
+        preamble(msg, DIGEST, d.name)
+        msg.type_spec.struct.name = d.name
+        struct = info.type_info.structs[d.name]
+        for f in d.fields:
+            struct.members.add(name=f.name).type_spec.bitstring.bit.bitwidth = ir.width(f.type)
+    for name, h in program.headers.items():
+        if not h.controller_header:
+            continue
         msg = info.controller_packet_metadata.add()
         msg.preamble.id = ids[(CONTROLLER_HEADER, name)]
-        msg.preamble.name = msg.preamble.alias = h["controller_header"]
-        annotate(msg.preamble, elab.header_annos[name])
-        for i, f in enumerate(h["fields"], 1):
-            msg.metadata.add(id=i, name=f["name"], bitwidth=f["w"])
+        msg.preamble.name = msg.preamble.alias = h.controller_header
+        annotate(msg.preamble, x.headers[name])
+        for i, hf in enumerate(h.fields, 1):
+            msg.metadata.add(id=i, name=hf.name, bitwidth=hf.w)
     info.type_info.SetInParent()  # p4c writes it, empty or not
     return info
 
 
 def _table(
-    msg: Any,
-    t: dict[str, Any],
-    ids: dict[tuple[int, str], int],
-    ext_id: dict[str, int],
-    preamble: Any,
-    hidden: set[str],
-    elab: Elaborator,
+    msg: Any, t: ir.Table, ids: Ids, ext_id: dict[str, int], preamble: Any, hidden: set[str], x: Extras
 ) -> None:
-    preamble(msg, TABLE, t["name"])
-    annotate(msg.preamble, elab.table_annos.get(t["name"], {}))
-    key_annos = elab.key_annos.get(t["name"], [{}] * len(t["keys"]))
-    keys = [(k, annos) for k, annos in zip(t["keys"], key_annos, strict=True) if k["match"] != "selector"]
+    preamble(msg, TABLE, t.name)
+    annotate(msg.preamble, x.tables.get(t.name, {}))
+    key_annos = x.keys.get(t.name, [{}] * len(t.keys))
+    keys = [(k, annos) for k, annos in zip(t.keys, key_annos, strict=True) if k.match != "selector"]
     for i, (k, annos) in enumerate(keys, 1):
-        field = msg.match_fields.add(
-            id=i, name=k["name"], bitwidth=k["type"]["w"], match_type=_MATCH[k["match"]]
-        )
+        field = msg.match_fields.add(id=i, name=k.name, bitwidth=ir.width(k.type), match_type=_MATCH[k.match])
         annotate(field, annos)
-    for a in (a for a in t["actions"] if a["name"] not in hidden):
-        ref = msg.action_refs.add(id=ids[(ACTION, a["name"])], scope=_SCOPE[a["scope"]])
+    for a in (a for a in t.actions if a.name not in hidden):
+        ref = msg.action_refs.add(id=ids[(ACTION, a.name)], scope=_SCOPE[a.scope])
         # as written in the actions list; the NoAction the front end adds is @defaultonly
-        implicit: dict[str, list[Any]] = {} if a["scope"] == "all" else {a["scope"].replace("_", ""): []}
-        annotate(ref, elab.action_ref_annos.get((t["name"], a["name"]), implicit))
-    if t["default_action"]["const"]:
-        msg.const_default_action_id = ids[(ACTION, t["default_action"]["name"])]
-    if t["implementation"]:
-        msg.implementation_id = ext_id[t["implementation"]]
-    for res in (t["direct_counter"], t["direct_meter"]):
+        implicit: dict[str, list[Any]] = {} if a.scope == "all" else {a.scope.replace("_", ""): []}
+        annotate(ref, x.action_refs.get((t.name, a.name), implicit))
+    if t.default_action.const:
+        msg.const_default_action_id = ids[(ACTION, t.default_action.name)]
+    if t.implementation:
+        msg.implementation_id = ext_id[t.implementation]
+    for res in (t.direct_counter, t.direct_meter):
         if res:
             msg.direct_resource_ids.append(ext_id[res])
-    msg.size = t["size"]
-    msg.is_const_table = t["entries_const"]
-    msg.has_initial_entries = bool(t["entries"])
-    if t.get("support_timeout"):
+    msg.size = t.size
+    msg.is_const_table = t.entries_const
+    msg.has_initial_entries = bool(t.entries)
+    if t.support_timeout:
         msg.idle_timeout_behavior = p4i.Table.NOTIFY_CONTROL
 
 
 def _extern(
-    info: p4i.P4Info,
-    e: dict[str, Any],
-    ids: dict[tuple[int, str], int],
-    preamble: Any,
-    elab: Elaborator,
-    tables: set[str],
+    info: p4i.P4Info, e: ir.ExternInstance, ids: Ids, preamble: Any, x: Extras, tables: set[str]
 ) -> None:
-    kind = e["kind"]
-    prefix = _EXTERN_PREFIX[kind]
-    annos = elab.extern_annos.get(e["name"], {})
-    if kind in ("action_profile", "action_selector"):
+    prefix = _EXTERN_PREFIX[e.tag]
+    annos = x.externs.get(e.name, {})
+    if isinstance(e, ir.ActionProfile | ir.ActionSelector):
         msg = info.action_profiles.add()
-        preamble(msg, prefix, e["name"])
+        preamble(msg, prefix, e.name)
         annotate(msg.preamble, {k: v for k, v in annos.items() if k != "max_group_size"})  # it has a field
-        msg.table_ids.extend(ids[(TABLE, t)] for t in e["tables"] if t in tables)
-        msg.with_selector = kind == "action_selector"
-        msg.size = e["size"]
-        if msg.with_selector and elab.extern_annos.get(e["name"], {}).get("max_group_size"):
-            msg.max_group_size = e["max_group_size"]  # p4c writes it only when annotated
-    elif kind in _COUNTER_OR_METER:
-        field, units = _COUNTER_OR_METER[kind]
+        msg.table_ids.extend(ids[(TABLE, t)] for t in e.tables if t in tables)
+        msg.with_selector = isinstance(e, ir.ActionSelector)
+        msg.size = e.size
+        if isinstance(e, ir.ActionSelector) and annos.get("max_group_size"):
+            msg.max_group_size = e.max_group_size  # p4c writes it only when annotated
+    elif isinstance(e, ir.Counter | ir.DirectCounter | ir.Meter | ir.DirectMeter):
+        field, units = _COUNTER_OR_METER[e.tag]
         msg = getattr(info, field).add()
-        preamble(msg, prefix, e["name"])
+        preamble(msg, prefix, e.name)
         annotate(msg.preamble, annos)
-        msg.spec.unit = units[e["unit"]]
-        if not kind.startswith("direct_"):
-            msg.size = e["size"]
-        elif e["table"]:
-            msg.direct_table_id = ids[(TABLE, e["table"])]
-    elif kind == "register":
+        msg.spec.unit = units[e.unit]
+        if isinstance(e, ir.Counter | ir.Meter):
+            msg.size = e.size
+        elif e.table:
+            msg.direct_table_id = ids[(TABLE, e.table)]
+    elif isinstance(e, ir.Register):
         msg = info.registers.add()
-        preamble(msg, prefix, e["name"])
+        preamble(msg, prefix, e.name)
         annotate(msg.preamble, annos)
-        msg.type_spec.bitstring.bit.bitwidth = e["type"]["w"]
-        msg.size = e["size"]
+        msg.type_spec.bitstring.bit.bitwidth = ir.width(e.type)
+        msg.size = e.size
 
 
-__all__ = ["build", "name_hash", "aliases", "p4t"]
+__all__ = ["Extras", "annotate", "applied_tables", "assign_ids", "build", "name_hash", "aliases", "p4t"]

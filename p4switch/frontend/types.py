@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
+
+from p4switch import ir
 
 # kinds: bit int bool infint header struct stack error enum string packet_in packet_out void extern any
 #        list (a {...} expression) table action method apply_result block
+
+_IR_KINDS = frozenset(
+    {"bit", "int", "bool", "header", "struct", "stack", "error", "enum", "packet_in", "packet_out"}
+)
 
 
 @dataclass(frozen=True)
@@ -19,15 +26,14 @@ class Type:
     size: int = 0
     args: tuple[Type, ...] = ()
 
-    def json(self) -> dict[str, Any]:
-        """The IR form of this type (docs/p4switch-ir.md, "Types")."""
-        if self.k in ("bit", "int"):
-            return {"k": self.k, "w": self.w}
-        if self.k in ("header", "struct", "enum"):
-            return {"k": self.k, "name": self.name}
-        if self.k == "stack":
-            return {"k": "stack", "elem": self.name, "size": self.size}
-        return {"k": self.k}
+    @property
+    def in_ir(self) -> bool:
+        """Whether values of this type can be in the IR (the others exist only while type checking)."""
+        return self.k in _IR_KINDS
+
+    def to_ir(self) -> ir.Type:
+        """The IR form of this type (docs/p4switch-ir.md, "Types"); only for types that are `in_ir`."""
+        return _to_ir(self)
 
     @property
     def is_bits(self) -> bool:
@@ -43,6 +49,37 @@ class Type:
         if self.k in ("header", "struct", "enum", "extern"):
             return f"{self.k} {self.name}"
         return self.k
+
+
+@cache
+def _to_ir(t: Type) -> ir.Type:
+    if t.k == "bit":
+        return ir.TBit(t.w)
+    if t.k == "int":
+        return ir.TInt(t.w)
+    if t.k == "header":
+        return ir.THeader(t.name)
+    if t.k == "struct":
+        return ir.TStruct(t.name)
+    if t.k == "enum":
+        return ir.TEnum(t.name)
+    if t.k == "stack":
+        return ir.TStack(t.name, t.size)
+    simple = {"bool": ir.TBool, "error": ir.TError, "packet_in": ir.TPacketIn, "packet_out": ir.TPacketOut}
+    if t.k not in simple:
+        raise ValueError(f"{t} has no IR form")
+    return simple[t.k]()
+
+
+def from_ir(t: ir.Type) -> Type:
+    """The checker's view of an IR type (register and meter result types, header and struct members)."""
+    if isinstance(t, ir.TBit | ir.TInt):
+        return Type(t.k, t.w)
+    if isinstance(t, ir.THeader | ir.TStruct | ir.TEnum):
+        return Type(t.k, name=t.name)
+    if isinstance(t, ir.TStack):
+        return Type("stack", name=t.elem, size=t.size)
+    return Type(t.k)
 
 
 BOOL = Type("bool")
@@ -69,16 +106,25 @@ def wrap(value: int, t: Type) -> int:
 
 @dataclass
 class Value:
-    """A typed expression: IR tree, type, folded constant (if any), and whether it is an lvalue."""
+    """A typed expression: its IR node (None for what is not an IR expression: tables, methods, lists,
+    integer literals before they get a width), type, folded constant (if any), and whether it is an
+    lvalue."""
 
-    ir: dict[str, Any]
+    node: ir.Expr | None
     t: Type
     const: int | bool | str | None = None
     lv: bool = False
     extra: dict[str, Any] = field(default_factory=dict)  # list items, table/method refs, source text
 
+    @property
+    def expr(self) -> ir.Expr:
+        """The IR expression; the type checker has made sure there is one before a statement uses it."""
+        if self.node is None:
+            raise ValueError(f"a value of type {self.t} is not an expression")
+        return self.node
+
 
 def const(value: int | bool | str, t: Type) -> Value:
     if isinstance(value, int) and not isinstance(value, bool):
         value = wrap(value, t)
-    return Value({"op": "const", "value": value, "type": t.json()}, t, value)
+    return Value(ir.Const(value, t.to_ir()) if t.in_ir else None, t, value)
