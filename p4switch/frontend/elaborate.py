@@ -10,15 +10,18 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from lark import Token, Tree
 
 from p4switch import ir
 from p4switch.frontend import p4info
+from p4switch.frontend.declarations import Declarations
 from p4switch.frontend.errors import P4Error, Pos, type_error, unsupported
 from p4switch.frontend.preprocess import SourceMap
+from p4switch.frontend.scope import Ctx, Sym
+from p4switch.frontend.source import Node, PTree, Source, kids, name_of, parse_int, read_annotations
 from p4switch.frontend.types import (
     ANY,
     BOOL,
@@ -34,10 +37,9 @@ from p4switch.frontend.types import (
     wrap,
 )
 
-PTree = Tree[Any]
-Node = PTree | Token
-
 _V1SWITCH_BLOCKS = ("parser", "verify_checksum", "ingress", "egress", "compute_checksum", "deparser")
+
+
 _EXTERN_FN_HANDLERS = {
     "verify": "fn_verify",
     "mark_to_drop": "fn_mark_to_drop",
@@ -55,7 +57,11 @@ _EXTERN_FN_HANDLERS = {
     "assert": "fn_assert",
     "assume": "fn_assert",
 }
+
+
 _UNSUPPORTED_HASHES = ("crc16_custom", "crc32_custom", "random")  # the engine implements the others
+
+
 _EXTERN_FN_ARITY = {
     "verify": 2,
     "mark_to_drop": 1,
@@ -72,39 +78,12 @@ _EXTERN_FN_ARITY = {
     "assert": 1,
     "assume": 1,
 }  # log_msg takes a format and an optional field list
+
+
 _UNIT = {"packets": "packets", "bytes": "bytes", "packets_and_bytes": "both"}
+
+
 _NO_DEFAULT = ir.DefaultAction("")  # a table's default action before its properties are read
-
-
-@dataclass
-class Sym:
-    """What a name means in a scope."""
-
-    kind: str  # var alias const table action inst subcontrol extern_fn instance
-    t: Type = ANY
-    qname: str = ""  # IR variable name, or fully qualified control-plane name
-    value: Value | None = None
-    tree: PTree | None = None
-    control: str | None = None
-    readonly: bool = False  # `in` and action-data parameters
-
-
-@dataclass
-class Ctx:
-    """State while lowering one parser or control."""
-
-    block: str
-    kind: str  # parser | control
-    scopes: list[dict[str, Sym]]
-    used: set[str] = field(default_factory=set)
-    locals: list[ir.Local] = field(default_factory=list)
-    sink: list[ir.Local] | None = None  # where hoisted locals go (an action's locals while lowering it)
-    params: list[ir.Param] = field(default_factory=list)
-    prefix: str = ""  # control-plane name prefix: the block, or the instance path of an inlined sub-control
-    stack_next: dict[str, int] | None = None  # parsers: nextIndex of each header stack in the current state
-    pre: list[ir.Stmt] | None = None  # what the calls in the current statement's expressions need first
-    in_action: int = 0  # nesting depth of action bodies being lowered (no table may be applied there)
-    exit_copy_out: list[ir.Stmt] = field(default_factory=list)  # what an `exit` copies out first (inlining)
 
 
 @dataclass
@@ -123,51 +102,24 @@ class _StackOutOfBounds(Exception):
     """`.next`/`.last` beyond the stack in an unrolled parser state: the state rejects there."""
 
 
-def kids(tree: Node) -> list[Any]:
-    return [c for c in tree.children if c is not None] if isinstance(tree, Tree) else []
-
-
-def parse_int(text: str) -> tuple[int, Type]:
-    """An integer literal with its type: `8w5` bit<8>, `8s5` int<8>, plain literals are infinite precision."""
-    s = text.replace("_", "")
-    t = INFINT
-    m = re.fullmatch(r"(\d+)([ws])(.+)", s)
-    if m:
-        t = Type("bit" if m.group(2) == "w" else "int", int(m.group(1)))
-        s = m.group(3)
-    low = s.lower()
-    base = 10
-    if low.startswith(("0x", "0b", "0o", "0d")):
-        base = {"x": 16, "b": 2, "o": 8, "d": 10}[low[1]]
-        s = s[2:]
-    return int(s, base), t
+__all__ = ["Elaborator", "P4Error"]
 
 
 class Elaborator:
-    """Lowers one parsed program. Use `run()`; the result is the IR dict plus side tables for P4Info."""
+    """Lowers one parsed program with its parts (one concern each). Use `run()`: the result is the typed
+    IR (p4switch.ir.Program); the annotations P4Info needs stay in side tables of the parts."""
 
     def __init__(self, tree: PTree, smap: SourceMap, text: str, source: str) -> None:
         self.tree = tree
-        self.smap = smap
-        self.text = text
-        self.source = source
-        self.types: dict[str, tuple[str, Any]] = {}
-        self.globals: dict[str, Sym] = {}
-        self.errors: list[str] = []
-        self.match_kinds: set[str] = set()
-        self.enums: dict[str, tuple[str, ...]] = {}
-        self.headers: dict[str, ir.HeaderType] = {}
-        self.structs: dict[str, ir.StructType] = {}
-        self.member_types: dict[tuple[str, str], list[tuple[str, Type]]] = {}  # (header|struct, name)
-        self.header_annos: dict[str, dict[str, list[Any]]] = {}
+        self.source = Source(smap, text, source)
         self.extern_by_name: dict[str, ir.ExternInstance] = {}
         self.actions: dict[str, ir.Action | None] = {}  # None while its body is being lowered
         self.action_annos: dict[str, dict[str, list[Any]]] = {}
         self.tables: list[ir.Table] = []
         self.table_annos: dict[str, dict[str, list[Any]]] = {}
         self.digests: dict[str, ir.DigestType] = {}
-        self.parsers: list[ir.Parser] = []
-        self.controls: list[ir.Control] = []
+        self.parser_blocks: list[ir.Parser] = []
+        self.control_blocks: list[ir.Control] = []
         self.meta_type = ""
         self.extern_annos: dict[str, dict[str, list[Any]]] = {}
         # for P4Info, as p4c writes it: annotations of keys and action parameters, the actions a control
@@ -176,7 +128,10 @@ class Elaborator:
         self.param_annos: dict[str, list[dict[str, list[Any]]]] = {}
         self.called_actions: list[str] = []
         self.action_ref_annos: dict[tuple[str, str], dict[str, list[Any]]] = {}  # (table, action)
-        self.field_names: dict[tuple[str, str], str] = {}
+        self.decls = Declarations(self)
+
+    name = staticmethod(name_of)
+    annos = staticmethod(read_annotations)
 
     def p4info_extras(self) -> p4info.Extras:
         """What the P4Info passes read that the IR does not carry (annotations, actions called directly)."""
@@ -184,297 +139,49 @@ class Elaborator:
             self.action_annos,
             self.table_annos,
             self.extern_annos,
-            self.header_annos,
+            self.decls.header_annos,
             self.key_annos,
             self.param_annos,
             self.action_ref_annos,
             self.called_actions,
         )
 
-    # ------------------------------------------------------------------ positions and annotations
-    def pos(self, node: Node) -> Pos:
-        if isinstance(node, Token):
-            return self.smap.pos(node.line or 1, node.column or 1)
-        meta = node.meta
-        if getattr(meta, "empty", True):
-            for c in node.children:
-                if c is not None:
-                    return self.pos(c)
-            return Pos(self.source, 1, 1)
-        return self.smap.pos(meta.line, meta.column)
-
-    def src(self, node: Node) -> str:
-        return str(self.pos(node))
-
-    def source_text(self, node: PTree) -> str:
-        return re.sub(r"\s+", "", self.text[node.meta.start_pos : node.meta.end_pos])
-
-    def name(self, node: Node) -> str:
-        if isinstance(node, Token):
-            return str(node.value)
-        if node.data.startswith(("kw_", "mkw_")):
-            return node.data.split("_", 1)[1]
-        return self.name(node.children[0])
-
-    def annos(self, tree: PTree | None) -> dict[str, list[Any]]:
-        """Annotations as name -> list of literal arguments (strings and integers)."""
-        result: dict[str, list[Any]] = {}
-        if tree is None:
-            return result
-        for ann in kids(tree):
-            parts = kids(ann)
-            values: list[Any] = []
-            if len(parts) > 1:
-                for arg in kids(parts[1]):
-                    if isinstance(arg, Tree) and arg.data == "string_lit":
-                        values.append(str(arg.children[0])[1:-1])
-                    elif isinstance(arg, Tree) and arg.data == "int_lit":
-                        values.append(parse_int(str(arg.children[0]))[0])
-                    else:
-                        values.append(None)
-            result.setdefault(self.name(parts[0]), values)  # the first one counts, as in p4c
-        return result
-
-    # ------------------------------------------------------------------ declarations and types
     def run(self) -> ir.Program:
         for decl in kids(self.tree):
-            self.declare(decl)
+            self.decls.declare(decl)
         return self.lower_main()
-
-    def declare(self, decl: PTree) -> None:
-        handler: Callable[[PTree], None] | None = getattr(self, "decl_" + decl.data, None)
-        if handler is None:
-            raise unsupported(
-                self.pos(decl), decl.data.replace("_decl", "").replace("_", " ") + " declaration"
-            )
-        handler(decl)
-
-    def decl_empty_decl(self, decl: PTree) -> None:
-        return None
-
-    def decl_const_decl(self, decl: PTree) -> None:
-        self.globals[self.name(decl.children[2])] = self.make_const(decl, None)
-
-    def make_const(self, decl: PTree, ctx: Ctx | None) -> Sym:
-        t = self.resolve_type(decl.children[1])
-        v = self.coerce(self.expr(decl.children[3], ctx), t, decl.children[3])
-        if v.const is None:
-            raise type_error(self.pos(decl.children[3]), "a const needs a compile-time constant value")
-        return Sym("const", t, value=v)
-
-    def decl_typedef_decl(self, decl: PTree) -> None:
-        self.types[self.name(decl.children[2])] = ("typedef", self.resolve_type(decl.children[1]))
-
-    def fields(self, decl: PTree) -> list[tuple[str, Type, dict[str, list[Any]], PTree]]:
-        out = []
-        for f in decl.children[2:]:
-            if isinstance(f, Tree) and f.data == "field":
-                name, annos = self.name(f.children[2]), self.annos(f.children[0])
-                given = annos.get("name")
-                if given and isinstance(given[0], str):
-                    self.field_names[(self.name(decl.children[1]), name)] = given[0]
-                out.append((name, self.resolve_type(f.children[1]), annos, f))
-        return out
-
-    def decl_header_decl(self, decl: PTree) -> None:
-        name = self.name(decl.children[1])
-        annos = self.annos(decl.children[0])
-        fields: list[ir.HeaderField] = []
-        members: list[tuple[str, Type]] = []
-        for fname, t, _, f in self.fields(decl):
-            if not t.is_bits:
-                raise unsupported(self.pos(f), f"header field of type {t}")
-            fields.append(ir.HeaderField(fname, t.w, t.k == "int"))
-            members.append((fname, t))
-        ch = annos.get("controller_header", [None])
-        bits = sum(f.w for f in fields)
-        if bits % 8:
-            raise type_error(
-                self.pos(decl.children[1]), f"header {name} is {bits} bits wide, not whole bytes"
-            )
-        self.headers[name] = ir.HeaderType(tuple(fields), bits, ch[0] if ch else None)
-        self.member_types[("header", name)] = members
-        self.header_annos[name] = annos
-        self.types[name] = ("header", None)
-
-    def decl_struct_decl(self, decl: PTree) -> None:
-        name = self.name(decl.children[1])
-        fields = []
-        members: list[tuple[str, Type]] = []
-        for fname, t, annos, f in self.fields(decl):
-            if t.k not in ("bit", "int", "bool", "header", "struct", "stack", "error", "enum"):
-                raise unsupported(self.pos(f), f"struct field of type {t}")
-            lists = annos.get("field_list")
-            field_lists = None if lists is None else tuple(lists)
-            fields.append(ir.StructField(fname, t.to_ir(), field_lists))
-            members.append((fname, t))
-        self.structs[name] = ir.StructType(tuple(fields))
-        self.member_types[("struct", name)] = members
-        self.types[name] = ("struct", None)
-
-    def decl_union_decl(self, decl: PTree) -> None:
-        raise unsupported(self.pos(decl), "header_union")
-
-    def decl_enum_decl(self, decl: PTree) -> None:
-        name = self.name(decl.children[1])
-        self.enums[name] = tuple(self.name(n) for n in kids(decl.children[2]))
-        self.types[name] = ("enum", None)
-
-    def decl_ser_enum_decl(self, decl: PTree) -> None:
-        base = self.resolve_type(decl.children[1])
-        members = {}
-        for m in decl.children[3:]:
-            if isinstance(m, Tree) and m.data == "ser_member":
-                v = self.coerce(self.expr(m.children[1], None), base, m.children[1])
-                members[self.name(m.children[0])] = v.const
-        self.types[self.name(decl.children[2])] = ("serenum", (base, members))
-
-    def decl_error_decl(self, decl: PTree) -> None:
-        self.errors.extend(self.name(n) for n in kids(decl.children[1]) if self.name(n) not in self.errors)
-
-    def decl_match_kind_decl(self, decl: PTree) -> None:
-        self.match_kinds.update(self.name(n) for n in kids(decl.children[0]))
-
-    def decl_extern_obj_decl(self, decl: PTree) -> None:
-        self.types[self.name(decl.children[1])] = ("extern", decl)
-
-    def decl_extern_fn_decl(self, decl: PTree) -> None:
-        self.globals[self.name(decl.children[2])] = Sym("extern_fn", tree=decl)
-
-    def decl_package_decl(self, decl: PTree) -> None:
-        self.types[self.name(decl.children[1])] = ("package", decl)
-
-    def decl_parser_type_decl(self, decl: PTree) -> None:
-        self.types.setdefault(self.name(decl.children[0].children[1]), ("blocktype", decl))
-
-    decl_control_type_decl = decl_parser_type_decl
-
-    def decl_parser_decl(self, decl: PTree) -> None:
-        ctor = decl.children[1]
-        if kids(ctor) and kids(kids(ctor)[0]):
-            raise unsupported(self.pos(ctor), "constructor parameters of a parser or control")
-        self.types[self.name(decl.children[0].children[1])] = ("block", decl)
-
-    decl_control_decl = decl_parser_decl
-
-    def decl_action_decl(self, decl: PTree) -> None:
-        name = self.name(decl.children[1])
-        self.globals[name] = Sym("action", tree=decl, qname=self.fq(None, name, self.annos(decl.children[0])))
-
-    def decl_instantiation(self, decl: PTree) -> None:
-        name = self.name(decl.children[3])
-        t = self.resolve_type(decl.children[1])
-        if t.k == "extern":  # a register, counter, meter... of the whole program: named as declared
-            annos = self.annos(decl.children[0])
-            fq = self.fq(None, name, annos)
-            self.globals[name] = Sym("inst", t, fq)
-            self.instantiate(t, kids(decl.children[2]), fq, decl, None, annos)
-            return
-        self.globals[name] = Sym("instance", tree=decl)
-
-    def decl_function_decl(self, decl: PTree) -> None:
-        if decl.children[3] is not None:
-            raise unsupported(self.pos(decl), "generic function")
-        name = self.name(decl.children[2])
-        self.globals[name] = Sym("function", tree=decl, qname=name)
-
-    def decl_value_set_decl(self, decl: PTree) -> None:
-        raise unsupported(self.pos(decl), "value_set")
-
-    def fq(self, control: str | None, local: str, annos: dict[str, list[Any]]) -> str:
-        """The fully qualified control-plane name, as p4c writes it (with @name honoured)."""
-        given = annos.get("name")
-        if given and isinstance(given[0], str):
-            if given[0].startswith("."):
-                return given[0][1:]
-            local = given[0]
-        return f"{control}.{local}" if control else local
-
-    def resolve_type(self, node: Node) -> Type:
-        if isinstance(node, Token):
-            return self.named_type(node)
-        d = node.data
-        if d == "bool_type":
-            return BOOL
-        if d == "error_type":
-            return ERROR
-        if d == "string_type":
-            return STRING
-        if d == "infint_type":
-            return INFINT
-        if d == "void_type":
-            return VOID
-        if d == "bit1_type":
-            return bit(1)
-        if d in ("bit_type", "int_type"):
-            w = self.const_int(node.children[0], None)
-            if w <= 0 or w > 2048:
-                raise type_error(self.pos(node), f"invalid width {w}")
-            return Type("bit" if d == "bit_type" else "int", w)
-        if d == "varbit_type":
-            raise unsupported(self.pos(node), "varbit")
-        if d == "named_type":
-            return self.named_type(node.children[0])
-        if d == "specialized_type":
-            base = self.named_type(node.children[0])
-            args = tuple(self.resolve_type(a) for a in kids(node.children[1]))
-            return Type(base.k, base.w, base.name, base.size, args)
-        if d == "stack_type":
-            elem = self.resolve_type(node.children[0])
-            if elem.k != "header":
-                raise unsupported(self.pos(node), f"stack of {elem}")
-            return Type("stack", name=elem.name, size=self.const_int(node.children[1], None))
-        if d == "dontcare_type":
-            return ANY
-        if d == "tuple_type":
-            raise unsupported(self.pos(node), "tuple type")
-        raise unsupported(self.pos(node), f"type {d}")
-
-    def named_type(self, tok: Node) -> Type:
-        name = str(tok)
-        if name not in self.types:
-            raise type_error(self.pos(tok), f"unknown type {name}")
-        kind, info = self.types[name]
-        if kind == "typedef":
-            return info  # type: ignore[no-any-return]
-        if kind == "serenum":
-            return info[0]  # type: ignore[no-any-return]
-        if kind == "typevar":
-            return ANY
-        if kind == "extern" and name in ("packet_in", "packet_out"):
-            return Type(name)
-        return Type(kind, name=name)
 
     def const_int(self, node: Node, ctx: Ctx | None) -> int:
         if isinstance(node, Token):
             return parse_int(str(node))[0]
         v = self.expr(node, ctx)
         if not isinstance(v.const, int) or isinstance(v.const, bool):
-            raise type_error(self.pos(node), "expected a compile-time integer constant")
+            raise type_error(self.source.pos(node), "expected a compile-time integer constant")
         return v.const
 
-    # ------------------------------------------------------------------ main and blocks
     def lower_main(self) -> ir.Program:
-        main = self.globals.get("main")
+        main = self.decls.globals.get("main")
         if main is None or main.kind != "instance" or main.tree is None:
-            raise type_error(Pos(self.source, 1, 1), "the program has no `V1Switch(...) main;` instantiation")
+            raise type_error(
+                Pos(self.source.file, 1, 1), "the program has no `V1Switch(...) main;` instantiation"
+            )
         tree = main.tree
-        ptype = self.resolve_type(tree.children[1])
+        ptype = self.decls.resolve_type(tree.children[1])
         if ptype.name != "V1Switch":
-            raise unsupported(self.pos(tree), f"package {ptype.name} (only V1Switch)")
+            raise unsupported(self.source.pos(tree), f"package {ptype.name} (only V1Switch)")
         args = kids(tree.children[2])
         if len(args) != 6:
-            raise type_error(self.pos(tree), f"V1Switch takes 6 arguments, got {len(args)}")
+            raise type_error(self.source.pos(tree), f"V1Switch takes 6 arguments, got {len(args)}")
         pipeline: dict[str, str] = {}
         seen: set[str] = set()
         decls = []
         for role, arg in zip(_V1SWITCH_BLOCKS, args, strict=True):
             if not (isinstance(arg, Tree) and arg.data == "ctor_call" and isinstance(arg.children[0], Token)):
-                raise unsupported(self.pos(arg), "V1Switch argument other than `Block()`")
+                raise unsupported(self.source.pos(arg), "V1Switch argument other than `Block()`")
             bname = str(arg.children[0])
-            kind, decl = self.types.get(bname, ("", None))
+            kind, decl = self.decls.types.get(bname, ("", None))
             if kind != "block":
-                raise type_error(self.pos(arg), f"{bname} is not a parser or control with a body")
+                raise type_error(self.source.pos(arg), f"{bname} is not a parser or control with a body")
             pipeline[role] = bname
             if bname in seen:
                 # Sharing one stateless block (e.g. empty checksum controls) is fine; tables or externs
@@ -482,31 +189,31 @@ class Elaborator:
                 if any(
                     isinstance(c, Tree) and c.data in ("table_decl", "instantiation") for c in decl.children
                 ):
-                    raise unsupported(self.pos(arg), f"instantiating {bname} twice")
+                    raise unsupported(self.source.pos(arg), f"instantiating {bname} twice")
                 continue
             seen.add(bname)
             decls.append((role, decl))
         parser_params = kids(decls[0][1].children[0].children[3])
         if len(parser_params) != 4:
-            raise type_error(self.pos(decls[0][1]), "the v1model parser takes 4 parameters")
-        headers_type = self.resolve_type(parser_params[1].children[2]).name
-        self.meta_type = self.resolve_type(parser_params[2].children[2]).name
+            raise type_error(self.source.pos(decls[0][1]), "the v1model parser takes 4 parameters")
+        headers_type = self.decls.resolve_type(parser_params[1].children[2]).name
+        self.meta_type = self.decls.resolve_type(parser_params[2].children[2]).name
         for role, decl in decls:
             if role == "parser":
-                self.parsers.append(self.lower_parser(decl))
+                self.parser_blocks.append(self.lower_parser(decl))
             else:
-                self.controls.append(self.lower_control(decl))
+                self.control_blocks.append(self.lower_control(decl))
         return ir.Program(
-            source=self.source,
-            errors=tuple(self.errors),
-            enums=self.enums,
-            headers=self.headers,
-            structs=self.structs,
+            source=self.source.file,
+            errors=tuple(self.decls.errors),
+            enums=self.decls.enums,
+            headers=self.decls.headers,
+            structs=self.decls.structs,
             externs=tuple(self.extern_by_name.values()),
             actions=tuple(a for a in self.actions.values() if a is not None),
             tables=tuple(self.tables),
-            parsers=tuple(self.parsers),
-            controls=tuple(self.controls),
+            parsers=tuple(self.parser_blocks),
+            controls=tuple(self.control_blocks),
             digests=tuple(self.digests.values()),
             pipeline=ir.Pipeline(**pipeline, headers_type=headers_type, metadata_type=self.meta_type),
         )
@@ -515,13 +222,13 @@ class Elaborator:
         head = decl.children[0]
         name = self.name(head.children[1])
         if kids(head)[2:] and isinstance(head.children[2], Tree) and head.children[2].data == "type_params":
-            raise unsupported(self.pos(head), f"generic {kind} declaration")
-        ctx = Ctx(name, kind, [self.globals, {}], prefix=name)
+            raise unsupported(self.source.pos(head), f"generic {kind} declaration")
+        ctx = Ctx(name, kind, [self.decls.globals, {}], prefix=name)
         for p in kids(head.children[3]):
             pname = self.name(p.children[3])
-            t = self.resolve_type(p.children[2])
+            t = self.decls.resolve_type(p.children[2])
             if not t.in_ir:
-                raise unsupported(self.pos(p), f"a {kind} parameter of type {t}")
+                raise unsupported(self.source.pos(p), f"a {kind} parameter of type {t}")
             direction = {"dir_in": "in", "dir_out": "out", "dir_inout": "inout"}.get(
                 p.children[1].data, "none"
             )
@@ -539,11 +246,13 @@ class Elaborator:
                 body.extend(self.local_decl(c, ctx))
         names = {self.name(s.children[1]) for s in states}
         if "start" not in names:
-            raise type_error(self.pos(decl), f"parser {ctx.block} has no start state")
+            raise type_error(self.source.pos(decl), f"parser {ctx.block} has no start state")
         out_states = self.unroll_states({self.name(s.children[1]): s for s in states}, ctx, names)
         if body:
             out_states[0] = replace(out_states[0], body=tuple(body) + out_states[0].body)
-        return ir.Parser(ctx.block, self.src(decl), tuple(ctx.params), tuple(ctx.locals), tuple(out_states))
+        return ir.Parser(
+            ctx.block, self.source.src(decl), tuple(ctx.params), tuple(ctx.locals), tuple(out_states)
+        )
 
     def unroll_states(self, trees: dict[str, PTree], ctx: Ctx, names: set[str]) -> list[ir.ParserState]:
         """Lower the states reachable from start, one copy per header-stack position (as p4c's unroller).
@@ -571,7 +280,9 @@ class Elaborator:
         while queue:
             name, positions = queue.pop(0)
             if len(out) > 1000:
-                raise unsupported(self.pos(trees[name]), "a parser that unrolls to more than 1000 states")
+                raise unsupported(
+                    self.source.pos(trees[name]), "a parser that unrolls to more than 1000 states"
+                )
             ctx.stack_next = dict(positions)
             state = self.lower_state(trees[name], ctx, names, lambda n: label(n, ctx.stack_next or {}))
             out.append(replace(state, name=labels[(name, positions)]))
@@ -583,7 +294,7 @@ class Elaborator:
     ) -> ir.ParserState:
         ctx.scopes.append({})
         body: list[ir.Stmt] = []
-        src = self.src(state)
+        src = self.source.src(state)
         transition: ir.Transition
         try:
             for st in state.children[2:-1]:
@@ -609,14 +320,14 @@ class Elaborator:
     def state_name(self, node: Node, names: set[str]) -> str:
         name = self.name(node)
         if name not in names and name not in ("accept", "reject"):
-            raise type_error(self.pos(node), f"unknown parser state {name}")
+            raise type_error(self.source.pos(node), f"unknown parser state {name}")
         return name
 
     def lower_select(self, sel: PTree, ctx: Ctx, names: set[str]) -> ir.Select:
         keys = [self.expr(k, ctx) for k in kids(sel.children[0])]
         for k, node in zip(keys, kids(sel.children[0]), strict=True):
             if not (k.t.is_bits or k.t.k == "bool"):
-                raise type_error(self.pos(node), f"select key of type {k.t}")
+                raise type_error(self.source.pos(node), f"select key of type {k.t}")
         cases = []
         for case in sel.children[1:]:
             ks = case.children[0]
@@ -625,7 +336,7 @@ class Elaborator:
                 elems = elems * len(keys)
             if len(elems) != len(keys):
                 raise type_error(
-                    self.pos(ks), f"keyset has {len(elems)} elements, select has {len(keys)} keys"
+                    self.source.pos(ks), f"keyset has {len(elems)} elements, select has {len(keys)} keys"
                 )
             keysets = tuple(self.keyset(e, k.t, ctx) for e, k in zip(elems, keys, strict=True))
             cases.append(ir.SelectCase(keysets, self.state_name(case.children[1], names)))
@@ -635,7 +346,7 @@ class Elaborator:
         def value(n: Node) -> int:
             v = self.coerce(self.expr(n, ctx), t, n)  # constants of the parser too
             if v.const is None:
-                raise unsupported(self.pos(n), "non-constant keyset (value_set)")
+                raise unsupported(self.source.pos(n), "non-constant keyset (value_set)")
             return int(v.const)
 
         if node.data == "ks_default":
@@ -653,13 +364,13 @@ class Elaborator:
         for local in decl.children[2:-1]:
             body.extend(self.local_decl(local, ctx))
         body.extend(self.block(decl.children[-1], ctx))
-        return ir.Control(ctx.block, self.src(decl), tuple(ctx.params), tuple(ctx.locals), tuple(body))
+        return ir.Control(ctx.block, self.source.src(decl), tuple(ctx.params), tuple(ctx.locals), tuple(body))
 
     def declared(self, node: Node, ctx: Ctx) -> str:
         """The name a declaration introduces; refused if the same scope already has it."""
         name = self.name(node)
         if name in ctx.scopes[-1]:
-            raise type_error(self.pos(node), f"duplicate declaration of {name}")
+            raise type_error(self.source.pos(node), f"duplicate declaration of {name}")
         return name
 
     def local_decl(self, node: PTree, ctx: Ctx) -> list[ir.Stmt]:
@@ -669,52 +380,53 @@ class Elaborator:
             scope[name] = Sym(
                 "action",
                 tree=node,
-                qname=self.fq(ctx.prefix, name, self.annos(node.children[0])),
+                qname=self.decls.fq(ctx.prefix, name, self.annos(node.children[0])),
                 control=ctx.block,
             )
             return []
         if node.data == "table_decl":
             name = self.declared(node.children[1], ctx)
-            fq = self.fq(ctx.prefix, name, self.annos(node.children[0]))
+            fq = self.decls.fq(ctx.prefix, name, self.annos(node.children[0]))
             scope[name] = Sym("table", qname=fq, control=ctx.block)
             self.lower_table(node, fq, ctx)
             return []
         if node.data == "instantiation":
             name = self.declared(node.children[3], ctx)
-            fq = self.fq(ctx.prefix, name, self.annos(node.children[0]))
-            t = self.resolve_type(node.children[1])
+            fq = self.decls.fq(ctx.prefix, name, self.annos(node.children[0]))
+            t = self.decls.resolve_type(node.children[1])
             if t.k == "block":
                 if kids(node.children[2]):
-                    raise unsupported(self.pos(node), "constructor arguments of a control")
-                scope[name] = Sym("subcontrol", t, fq, tree=self.types[t.name][1])
+                    raise unsupported(self.source.pos(node), "constructor arguments of a control")
+                scope[name] = Sym("subcontrol", t, fq, tree=self.decls.types[t.name][1])
                 return []
             scope[name] = Sym("inst", t, fq)
             self.instantiate(t, kids(node.children[2]), fq, node, ctx, self.annos(node.children[0]))
             return []
         return self.stmt(node, ctx)
 
-    # ------------------------------------------------------------------ extern instances
     def instantiate(
         self, t: Type, args: list[Any], fq: str, node: PTree, ctx: Ctx | None, annos: dict[str, list[Any]]
     ) -> ir.ExternInstance:
         if t.k != "extern":
-            raise unsupported(self.pos(node), f"instantiation of {t}")
+            raise unsupported(self.source.pos(node), f"instantiation of {t}")
         vals = [self.expr(a, ctx) for a in args]
 
         def need(n: int) -> None:
             if len(vals) != n:
-                raise type_error(self.pos(node), f"{t.name} takes {n} constructor arguments, got {len(vals)}")
+                raise type_error(
+                    self.source.pos(node), f"{t.name} takes {n} constructor arguments, got {len(vals)}"
+                )
 
         def num(i: int) -> int:
             v = self.coerce(vals[i], bit(32), args[i])
             if v.const is None:
-                raise type_error(self.pos(args[i]), "expected a compile-time constant")
+                raise type_error(self.source.pos(args[i]), "expected a compile-time constant")
             return int(v.const)
 
         def member(i: int, enum: str) -> str:
             return self.enum_member(vals[i], enum, args[i])
 
-        src = self.src(node)
+        src = self.source.src(node)
         inst: ir.ExternInstance
         if t.name == "counter":
             need(2)
@@ -729,12 +441,12 @@ class Elaborator:
             need(1)
             rt = t.args[0] if t.args else bit(2)
             if not rt.in_ir:
-                raise unsupported(self.pos(node), f"direct_meter with a result of type {rt}")
+                raise unsupported(self.source.pos(node), f"direct_meter with a result of type {rt}")
             inst = ir.DirectMeter(fq, member(0, "MeterType"), None, rt.to_ir(), src)
         elif t.name == "register":
             need(1)
             if not t.args or not t.args[0].is_bits:
-                raise unsupported(self.pos(node), "register without a bit<W> element type")
+                raise unsupported(self.source.pos(node), "register without a bit<W> element type")
             inst = ir.Register(fq, num(0), t.args[0].to_ir(), src)
         elif t.name == "action_profile":
             need(1)
@@ -745,14 +457,13 @@ class Elaborator:
             max_group_size = int((annos.get("max_group_size") or [size])[0])
             inst = ir.ActionSelector(fq, algorithm, size, output_width, max_group_size, (), src)
         else:
-            raise unsupported(self.pos(node), f"extern {t.name}")
+            raise unsupported(self.source.pos(node), f"extern {t.name}")
         if fq in self.extern_by_name:
-            raise type_error(self.pos(node), f"duplicate instance name {fq}")
+            raise type_error(self.source.pos(node), f"duplicate instance name {fq}")
         self.extern_by_name[fq] = inst
         self.extern_annos[fq] = annos
         return inst
 
-    # ------------------------------------------------------------------ tables
     def lower_table(self, node: PTree, fq: str, ctx: Ctx) -> None:
         self.table_annos[fq] = self.annos(node.children[0])
         props = node.children[2:]
@@ -768,7 +479,7 @@ class Elaborator:
                 for item, ref in zip(prop.children, actions, strict=True):
                     self.action_ref_annos[(fq, ref.name)] = self.annos(item.children[0])
         # the default action stays NoAction(name "") until a property sets one
-        table = ir.Table(fq, ctx.block, self.src(node), keys, actions, _NO_DEFAULT, size=1024)
+        table = ir.Table(fq, ctx.block, self.source.src(node), keys, actions, _NO_DEFAULT, size=1024)
         for prop in props:
             if prop.data == "simple_prop":
                 table = self.table_property(prop, table, ctx)
@@ -787,10 +498,10 @@ class Elaborator:
     def table_key(self, k: PTree, ctx: Ctx) -> ir.TableKey:
         v = self.expr(k.children[0], ctx)
         kind = self.name(k.children[1])
-        if kind not in self.match_kinds:
-            raise type_error(self.pos(k.children[1]), f"unknown match kind {kind}")
+        if kind not in self.decls.match_kinds:
+            raise type_error(self.source.pos(k.children[1]), f"unknown match kind {kind}")
         if not (v.t.is_bits or v.t.k == "bool"):
-            raise type_error(self.pos(k.children[0]), f"table key of type {v.t}")
+            raise type_error(self.source.pos(k.children[0]), f"table key of type {v.t}")
         annos = self.annos(k.children[2])
         name = annos["name"][0] if annos.get("name") else self.key_name(k.children[0], ctx)
         t = bit(1) if v.t.k == "bool" else v.t
@@ -801,7 +512,7 @@ class Elaborator:
         """The name p4c gives a key that has no @name (frontends/p4/tableKeyNames.cpp): paths, fields
         (their @name; `$valid$` for isValid()), indices, slices, `&` and constants as p4c prints them;
         the source text for the expressions where p4c asks for a @name."""
-        return self.p4c_key_name(node, ctx) or self.source_text(node)
+        return self.p4c_key_name(node, ctx) or self.source.text_of(node)
 
     def p4c_key_name(self, node: Node, ctx: Ctx) -> str | None:
         if not isinstance(node, Tree):
@@ -819,7 +530,7 @@ class Elaborator:
             base_type = self.expr(parts[0], ctx).t
             if base_type.k == "header" and field == "isValid":
                 field = "$valid$"
-            field = self.field_names.get((base_type.name, field), field)
+            field = self.decls.field_names.get((base_type.name, field), field)
             base = self.p4c_key_name(parts[0], ctx)
             return field[1:] if field.startswith(".") else base and f"{base}.{field}"
         if d == "call":
@@ -834,10 +545,10 @@ class Elaborator:
         annos = self.annos(item.children[0])
         ref = item.children[1]
         if len(kids(ref)) > 1 and kids(kids(ref)[1]):
-            raise unsupported(self.pos(ref), "action arguments bound in a table's actions list")
+            raise unsupported(self.source.pos(ref), "action arguments bound in a table's actions list")
         sym = self.lookup_sym(self.prefixed(ref.children[0]), ref, ctx)
         if sym.kind != "action":
-            raise type_error(self.pos(ref), f"{self.prefixed(ref.children[0])} is not an action")
+            raise type_error(self.source.pos(ref), f"{self.prefixed(ref.children[0])} is not an action")
         self.ensure_action(sym, ctx)
         scope = "table_only" if "tableonly" in annos else "default_only" if "defaultonly" in annos else "all"
         return ir.ActionRef(sym.qname, scope)
@@ -863,13 +574,15 @@ class Elaborator:
                 "implementation": ("action_profile", "action_selector"),
             }[pname]
             if inst.tag not in wanted:
-                raise type_error(self.pos(value), f"{pname} must be a {' or '.join(wanted)}, got {inst.tag}")
+                raise type_error(
+                    self.source.pos(value), f"{pname} must be a {' or '.join(wanted)}, got {inst.tag}"
+                )
             if isinstance(inst, ir.ActionProfile | ir.ActionSelector):
                 self.extern_by_name[inst.name] = replace(inst, tables=inst.tables + (table.name,))
                 return replace(table, implementation=inst.name)
             assert isinstance(inst, ir.DirectCounter | ir.DirectMeter)
             if inst.table is not None:
-                raise type_error(self.pos(value), f"{inst.name} is already used by {inst.table}")
+                raise type_error(self.source.pos(value), f"{inst.name} is already used by {inst.table}")
             self.extern_by_name[inst.name] = replace(inst, table=table.name)
             if pname == "counters":
                 return replace(table, direct_counter=inst.name)
@@ -880,7 +593,7 @@ class Elaborator:
             return table
         if pname in ("largest_priority_wins", "priority_delta"):
             return table  # read with the entries (order_entries)
-        raise unsupported(self.pos(prop), f"table property {pname}")
+        raise unsupported(self.source.pos(prop), f"table property {pname}")
 
     def table_extern(
         self, value: PTree, table: ir.Table, ctx: Ctx, annos: dict[str, list[Any]]
@@ -888,18 +601,18 @@ class Elaborator:
         """The instance a table property names, or instantiates inline (named by @name or after the table)."""
         if value.data == "ctor_call":
             t = (
-                self.resolve_type(value.children[0])
+                self.decls.resolve_type(value.children[0])
                 if isinstance(value.children[0], Tree)
-                else self.named_type(value.children[0])
+                else self.decls.named_type(value.children[0])
             )
             # p4c names it by the property's @name alone (no control prefix); P4Runtime needs one
-            fq = self.fq(None, "", annos) if annos.get("name") else table.name + "_" + t.name
+            fq = self.decls.fq(None, "", annos) if annos.get("name") else table.name + "_" + t.name
             return self.instantiate(t, kids(value.children[1]), fq, value, ctx, annos)
         if value.data != "name_ref":
-            raise type_error(self.pos(value), "expected the name of an extern instance")
+            raise type_error(self.source.pos(value), "expected the name of an extern instance")
         sym = self.lookup_sym(str(value.children[0]), value, ctx)
         if sym.kind != "inst":
-            raise type_error(self.pos(value), f"{value.children[0]} is not an extern instance")
+            raise type_error(self.source.pos(value), f"{value.children[0]} is not an extern instance")
         return self.extern_by_name[sym.qname]
 
     def action_call(self, node: PTree, table: ir.Table, ctx: Ctx, scope_ok: str) -> tuple[str, list[int]]:
@@ -911,30 +624,30 @@ class Elaborator:
         if not (
             isinstance(callee, Tree) and callee.data in ("name_ref", "top_ref", "prefixed_name", "top_name")
         ):
-            raise type_error(self.pos(node), "expected an action call")
+            raise type_error(self.source.pos(node), "expected an action call")
         sym = self.lookup_sym(str(callee.children[0]), callee, ctx)
         if sym.kind != "action" or sym.tree is None:
-            raise type_error(self.pos(callee), f"{callee.children[0]} is not an action")
+            raise type_error(self.source.pos(callee), f"{callee.children[0]} is not an action")
         allowed = {a.name: a.scope for a in table.actions}
         if sym.qname not in allowed:
             raise type_error(
-                self.pos(callee), f"action {sym.qname} is not in the actions of table {table.name}"
+                self.source.pos(callee), f"action {sym.qname} is not in the actions of table {table.name}"
             )
         bad = "table_only" if scope_ok == "default_only" else "default_only"
         if allowed[sym.qname] == bad:
             raise type_error(
-                self.pos(callee), f"action {sym.qname} is @{bad.replace('_', '')} in {table.name}"
+                self.source.pos(callee), f"action {sym.qname} is @{bad.replace('_', '')} in {table.name}"
             )
         params = kids(sym.tree.children[2])
         if len(params) != len(args):
             raise type_error(
-                self.pos(node), f"action {sym.qname} takes {len(params)} arguments, got {len(args)}"
+                self.source.pos(node), f"action {sym.qname} takes {len(params)} arguments, got {len(args)}"
             )
         values = []
         for p, a in zip(params, args, strict=True):
-            v = self.coerce(self.expr(a, ctx), self.resolve_type(p.children[2]), a)
+            v = self.coerce(self.expr(a, ctx), self.decls.resolve_type(p.children[2]), a)
             if v.const is None:
-                raise type_error(self.pos(a), "action data in a table must be a compile-time constant")
+                raise type_error(self.source.pos(a), "action data in a table must be a compile-time constant")
             values.append(int(v.const))
         return sym.qname, values
 
@@ -950,12 +663,12 @@ class Elaborator:
                 elems = elems * len(keys)
             if len(elems) != len(keys):
                 raise type_error(
-                    self.pos(ks), f"entry has {len(elems)} keys, table {table.name} has {len(keys)}"
+                    self.source.pos(ks), f"entry has {len(elems)} keys, table {table.name} has {len(keys)}"
                 )
             match = tuple(self.entry_match(el, k, ctx) for el, k in zip(elems, keys, strict=True))
             name, args = self.action_call(e.children[3], table, ctx, "table_only")
             priority = 1 if needs_priority else 0  # order_entries sets them
-            entries.append(ir.Entry(match, ir.EntryAction(name, tuple(args)), priority, self.src(e)))
+            entries.append(ir.Entry(match, ir.EntryAction(name, tuple(args)), priority, self.source.src(e)))
         return tuple(entries)
 
     def order_entries(
@@ -973,12 +686,14 @@ class Elaborator:
         if given:
             if not needs_priority or table.entries_const:
                 what = "const entries" if table.entries_const else "no ternary, range or optional key"
-                raise type_error(self.pos(given[0]), f"entry priority in table {table.name} with {what}")
+                raise type_error(
+                    self.source.pos(given[0]), f"entry priority in table {table.name} with {what}"
+                )
             if raw[0].children[1] is None:
-                raise type_error(self.pos(raw[0]), "the first entry must have a priority")
+                raise type_error(self.source.pos(raw[0]), "the first entry must have a priority")
             for g in given:
                 if str(g.children[0]) != "priority":
-                    raise type_error(self.pos(g), "expected `priority = N :` before the keyset")
+                    raise type_error(self.source.pos(g), "expected `priority = N :` before the keyset")
                 self.const_int(g.children[1], ctx)
         if not needs_priority:
             return entries
@@ -1002,7 +717,7 @@ class Elaborator:
                 v = const(int(v.const), kt)
             v = self.coerce(v, kt, n)
             if v.const is None:
-                raise type_error(self.pos(n), "entry keys must be compile-time constants")
+                raise type_error(self.source.pos(n), "entry keys must be compile-time constants")
             return int(v.const) & full
 
         if el.data == "ks_default":
@@ -1018,15 +733,14 @@ class Elaborator:
             mask = value(el.children[1]) if el.data == "ks_mask" else full
             plen = bin(mask).count("1")
             if mask != full ^ (full >> plen):
-                raise type_error(self.pos(el), f"lpm mask {mask:#x} is not a prefix")
+                raise type_error(self.source.pos(el), f"lpm mask {mask:#x} is not a prefix")
             return ir.MatchLpm(value(el.children[0]) & mask, plen)
         if kind == "range" and el.data in ("ks_exact", "ks_range"):
             lo = value(el.children[0])
             hi = value(el.children[1]) if el.data == "ks_range" else lo
             return ir.MatchRange(lo, hi)
-        raise type_error(self.pos(el), f"this keyset does not fit a {kind} key")
+        raise type_error(self.source.pos(el), f"this keyset does not fit a {kind} key")
 
-    # ------------------------------------------------------------------ actions
     def ensure_action(self, sym: Sym, ctx: Ctx) -> None:
         """Lower an action invoked by a table (once), with its params as action data."""
         if sym.qname in self.actions or sym.tree is None:
@@ -1034,7 +748,7 @@ class Elaborator:
         tree = sym.tree
         self.actions[sym.qname] = None  # its place in the list: actions are listed as tables first use them
         self.action_annos[sym.qname] = self.annos(tree.children[0])
-        actx = ctx if sym.control else Ctx("", "control", [self.globals, {}])
+        actx = ctx if sym.control else Ctx("", "control", [self.decls.globals, {}])
         saved = actx.sink
         params: list[ir.ActionParam] = []
         locals_: list[ir.Local] = []
@@ -1043,11 +757,11 @@ class Elaborator:
         self.param_annos[sym.qname] = [self.annos(p.children[0]) for p in kids(tree.children[2])]
         for p in kids(tree.children[2]):
             if p.children[1].data != "dir_none":
-                raise unsupported(self.pos(p), "directional parameter in an action called by a table")
+                raise unsupported(self.source.pos(p), "directional parameter in an action called by a table")
             pname = self.name(p.children[3])
-            t = self.resolve_type(p.children[2])
+            t = self.decls.resolve_type(p.children[2])
             if not t.is_bits and t.k != "bool":
-                raise unsupported(self.pos(p), f"action parameter of type {t}")
+                raise unsupported(self.source.pos(p), f"action parameter of type {t}")
             var = pname  # action data params keep their name; they shadow control variables
             actx.used.add(var)
             given = self.annos(p.children[0]).get("name")  # P4Info's name, as p4c: the @name if any
@@ -1059,23 +773,8 @@ class Elaborator:
         actx.scopes.pop()
         actx.sink = saved
         self.actions[sym.qname] = ir.Action(
-            sym.qname, sym.control, self.src(tree), tuple(params), tuple(locals_), tuple(body)
+            sym.qname, sym.control, self.source.src(tree), tuple(params), tuple(locals_), tuple(body)
         )
-
-    def fresh(self, ctx: Ctx, base: str) -> str:
-        name, i = base, 0
-        while name in ctx.used:
-            i += 1
-            name = f"{base}_{i}"
-        ctx.used.add(name)
-        return name
-
-    def add_local(self, ctx: Ctx, base: str, t: Type, pos: Pos) -> str:
-        if not t.in_ir:
-            raise unsupported(pos, f"a variable of type {t}")
-        name = self.fresh(ctx, base)
-        (ctx.sink if ctx.sink is not None else ctx.locals).append(ir.Local(name, t.to_ir()))
-        return name
 
     def inline_action(
         self, sym: Sym, args: list[Value], arg_nodes: list[Node], pos: Pos, ctx: Ctx
@@ -1090,7 +789,7 @@ class Elaborator:
             raise type_error(pos, f"action {sym.qname} takes {len(params)} arguments, got {len(args)}")
         copy_in, copy_out, scope = self.bind_params(params, args, arg_nodes, pos, ctx)
         saved_scopes = ctx.scopes
-        ctx.scopes = ([self.globals] if sym.control is None else list(ctx.scopes)) + [scope]
+        ctx.scopes = ([self.decls.globals] if sym.control is None else list(ctx.scopes)) + [scope]
         if not ctx.in_action:
             # As p4c (and so BMv2): an `exit` copies out the parameters of the action called from the
             # control's body, not those of the actions that one calls.
@@ -1115,14 +814,14 @@ class Elaborator:
         tree = sym.tree
         assert tree is not None
         fn_type = tree.children[1]
-        rtype = VOID if fn_type.data == "void_type" else self.resolve_type(fn_type.children[0])
+        rtype = VOID if fn_type.data == "void_type" else self.decls.resolve_type(fn_type.children[0])
         stmts = kids(tree.children[5])
         final = stmts[-1] if stmts and stmts[-1].data == "return_stmt" else None
         for n in tree.children[5].iter_subtrees():
             if n.data == "return_stmt" and n is not final:
-                raise unsupported(self.pos(n), "return before the end of a function")
+                raise unsupported(self.source.pos(n), "return before the end of a function")
         if rtype != VOID and (final is None or not kids(final)):
-            raise type_error(self.pos(tree), f"function {sym.qname} must end with `return <value>;`")
+            raise type_error(self.source.pos(tree), f"function {sym.qname} must end with `return <value>;`")
         params = kids(tree.children[4])
         if len(params) != len(args):
             raise type_error(pos, f"function {sym.qname} takes {len(params)} arguments, got {len(args)}")
@@ -1131,7 +830,7 @@ class Elaborator:
         sym.value = Value(None, VOID)  # marks the function as being inlined
         copy_in, copy_out, scope = self.bind_params(params, args, nodes, pos, ctx)
         saved = ctx.scopes
-        ctx.scopes = [self.globals, scope]  # the callee sees only globals and its parameters
+        ctx.scopes = [self.decls.globals, scope]  # the callee sees only globals and its parameters
         body: list[ir.Stmt] = []
         for st in stmts[:-1] if final is not None else stmts:
             body.extend(self.stmt(st, ctx))
@@ -1139,9 +838,9 @@ class Elaborator:
         if final is not None and kids(final):
             outer, ctx.pre = ctx.pre, []
             value = self.coerce(self.expr(kids(final)[0], ctx), rtype, final)
-            var = self.add_local(ctx, f"{sym.qname}_result", rtype, self.pos(final))
+            var = ctx.add_local(f"{sym.qname}_result", rtype, self.source.pos(final))
             ref = ir.Var(var, rtype.to_ir())
-            body.extend(ctx.pre + [ir.Assign(ref, value.expr, self.src(final))])
+            body.extend(ctx.pre + [ir.Assign(ref, value.expr, self.source.src(final))])
             ctx.pre = outer
             result = Value(ref, rtype)
         ctx.scopes = saved
@@ -1156,18 +855,18 @@ class Elaborator:
         copy_out: list[ir.Stmt] = []
         scope: dict[str, Sym] = {}
         for p, a, node in zip(params, args, arg_nodes, strict=True):
-            t = self.resolve_type(p.children[2])
+            t = self.decls.resolve_type(p.children[2])
             direction = p.children[1].data
-            var = self.add_local(ctx, self.name(p.children[3]), t, self.pos(p))
+            var = ctx.add_local(self.name(p.children[3]), t, self.source.pos(p))
             ref = ir.Var(var, t.to_ir())
             scope[self.name(p.children[3])] = Sym("var", t, var, readonly=direction in ("dir_in", "dir_none"))
             if direction in ("dir_out", "dir_inout"):
                 target: Value = a.extra.get("lvalue", a)  # the place, when its value was read earlier
                 if not target.lv:
-                    raise type_error(self.pos(node), "an out/inout argument must be an lvalue")
+                    raise type_error(self.source.pos(node), "an out/inout argument must be an lvalue")
                 if a.t != t:
                     raise type_error(
-                        self.pos(node), f"argument of type {a.t} for an out parameter of type {t}"
+                        self.source.pos(node), f"argument of type {a.t} for an out parameter of type {t}"
                     )
                 copy_out.append(ir.Assign(target.expr, ref, str(pos)))
             if direction != "dir_out":
@@ -1196,27 +895,26 @@ class Elaborator:
         scope: dict[str, Sym] = {}
         out: list[ir.Stmt] = []
         for p, a, node in zip(params, args, nodes, strict=True):
-            t = self.resolve_type(p.children[2])
+            t = self.decls.resolve_type(p.children[2])
             pname = self.name(p.children[3])
             readonly = p.children[1].data in ("dir_in", "dir_none")
             if a.lv and a.t == t:
                 scope[pname] = Sym("alias", t, value=Value(a.node, a.t, a.const, lv=not readonly))
                 continue
             if p.children[1].data in ("dir_out", "dir_inout"):
-                raise type_error(self.pos(node), f"argument for {pname} must be an lvalue of type {t}")
+                raise type_error(self.source.pos(node), f"argument for {pname} must be an lvalue of type {t}")
             value = self.coerce(a, t, node)
-            var = self.add_local(ctx, pname, t, self.pos(p))
+            var = ctx.add_local(pname, t, self.source.pos(p))
             scope[pname] = Sym("var", t, var, readonly=True)
             out.append(ir.Assign(ir.Var(var, t.to_ir()), value.expr, str(pos)))
         saved = ctx.scopes, ctx.prefix
-        ctx.scopes, ctx.prefix = [self.globals, scope], sym.qname
+        ctx.scopes, ctx.prefix = [self.decls.globals, scope], sym.qname
         for local in tree.children[2:-1]:
             out.extend(self.local_decl(local, ctx))
         out.extend(self.block(tree.children[-1], ctx))
         ctx.scopes, ctx.prefix = saved
         return out
 
-    # ------------------------------------------------------------------ statements
     def block(self, node: PTree, ctx: Ctx, new_scope: bool = True) -> list[ir.Stmt]:
         if new_scope:
             ctx.scopes.append({})
@@ -1239,7 +937,7 @@ class Elaborator:
 
     def lower_stmt(self, node: PTree, ctx: Ctx) -> list[ir.Stmt]:
         d = node.data
-        src = self.src(node)
+        src = self.source.src(node)
         if d == "block":
             return self.block(node, ctx)
         if d == "annotated_block":  # @atomic { ... }: every block runs atomically in p4switch
@@ -1247,15 +945,15 @@ class Elaborator:
         if d == "empty_stmt":
             return []
         if d in ("exit_stmt", "return_stmt") and ctx.kind == "parser":
-            raise type_error(self.pos(node), f"{d.split('_')[0]} is not allowed in a parser")
+            raise type_error(self.source.pos(node), f"{d.split('_')[0]} is not allowed in a parser")
         if d == "exit_stmt":
             return [*ctx.exit_copy_out, ir.Exit(src)]
         if d == "return_stmt":
             if kids(node):
-                raise unsupported(self.pos(node), "return with a value")
+                raise unsupported(self.source.pos(node), "return with a value")
             return [ir.Return(src)]
         if d == "const_decl":
-            ctx.scopes[-1][self.declared(node.children[2], ctx)] = self.make_const(node, ctx)
+            ctx.scopes[-1][self.declared(node.children[2], ctx)] = self.decls.make_const(node, ctx)
             return []
         if d == "var_decl":
             return self.var_decl(node, ctx)
@@ -1265,7 +963,9 @@ class Elaborator:
         if d == "if_stmt":
             cond = self.expr(node.children[0], ctx)
             if cond.t != BOOL:
-                raise type_error(self.pos(node.children[0]), f"if condition must be bool, got {cond.t}")
+                raise type_error(
+                    self.source.pos(node.children[0]), f"if condition must be bool, got {cond.t}"
+                )
             called = len(self.called_actions)
             then = self.branch(node.children[1], ctx)
             then_called = self.called_actions[called:]
@@ -1282,8 +982,8 @@ class Elaborator:
         if d == "call_stmt":
             return self.call_stmt(node, ctx)
         if d in ("instantiation", "action_decl", "table_decl"):
-            raise unsupported(self.pos(node), d.replace("_decl", "") + " inside a block")
-        raise unsupported(self.pos(node), d.replace("_", " "))
+            raise unsupported(self.source.pos(node), d.replace("_decl", "") + " inside a block")
+        raise unsupported(self.source.pos(node), d.replace("_", " "))
 
     def branch(self, node: PTree, ctx: Ctx) -> list[ir.Stmt]:
         ctx.scopes.append({})
@@ -1292,11 +992,11 @@ class Elaborator:
         return out
 
     def var_decl(self, node: PTree, ctx: Ctx) -> list[ir.Stmt]:
-        t = self.resolve_type(node.children[1])
+        t = self.decls.resolve_type(node.children[1])
         if t.k not in ("bit", "int", "bool", "header", "struct", "error", "enum"):
-            raise unsupported(self.pos(node), f"local variable of type {t}")
+            raise unsupported(self.source.pos(node), f"local variable of type {t}")
         name = self.declared(node.children[2], ctx)
-        var = self.add_local(ctx, name, t, self.pos(node))
+        var = ctx.add_local(name, t, self.source.pos(node))
         ctx.scopes[-1][name] = Sym("var", t, var)
         if node.children[3] is None:
             return []
@@ -1305,39 +1005,35 @@ class Elaborator:
 
     def assign(self, lhs: Value, rhs_node: PTree, ctx: Ctx, node: PTree) -> list[ir.Stmt]:
         if not lhs.lv:
-            raise type_error(self.pos(node), "the left side of an assignment must be an lvalue")
+            raise type_error(self.source.pos(node), "the left side of an assignment must be an lvalue")
         if rhs_node.data in ("list_expr", "struct_expr") and lhs.t.k in ("header", "struct"):
             return self.assign_fields(lhs, rhs_node, ctx, node)
         rhs = self.coerce(self.expr(rhs_node, ctx), lhs.t, rhs_node)
-        return [ir.Assign(lhs.expr, rhs.expr, self.src(node))]
+        return [ir.Assign(lhs.expr, rhs.expr, self.source.src(node))]
 
     def assign_fields(self, lhs: Value, rhs_node: PTree, ctx: Ctx, node: PTree) -> list[ir.Stmt]:
         """`h = {a, b}` / `s = {x = 1, y = 2}`: one assignment per field (and setValid for a header)."""
-        fields = self.members(lhs.t)
+        fields = self.decls.members(lhs.t)
         if rhs_node.data == "struct_expr":
             given = {self.name(kv.children[0]): kv.children[1] for kv in kids(rhs_node)}
             if set(given) != {f for f, _ in fields}:
                 raise type_error(
-                    self.pos(rhs_node), f"initializer does not name exactly the fields of {lhs.t}"
+                    self.source.pos(rhs_node), f"initializer does not name exactly the fields of {lhs.t}"
                 )
             items = [given[f] for f, _ in fields]
         else:
             items = kids(kids(rhs_node)[0]) if kids(rhs_node) else []
         if len(items) != len(fields):
             raise type_error(
-                self.pos(rhs_node), f"{lhs.t} has {len(fields)} fields, initializer {len(items)}"
+                self.source.pos(rhs_node), f"{lhs.t} has {len(fields)} fields, initializer {len(items)}"
             )
         out: list[ir.Stmt] = []
         if lhs.t.k == "header":
-            out.append(ir.SetValid(lhs.expr, self.src(node)))
+            out.append(ir.SetValid(lhs.expr, self.source.src(node)))
         for (fname, ft), item in zip(fields, items, strict=True):
             target = Value(ir.Member(lhs.expr, fname, ft.to_ir()), ft, lv=True)
             out.extend(self.assign(target, item, ctx, node))
         return out
-
-    def members(self, t: Type) -> list[tuple[str, Type]]:
-        """The fields of a header or struct type, in order (none for other types)."""
-        return self.member_types.get((t.k, t.name), [])
 
     def shift_stack(self, stack: Value, count: int, push: bool, src: str) -> list[ir.Stmt]:
         """push_front/pop_front as header copies (validity included) and setInvalid of the vacated slots."""
@@ -1359,7 +1055,7 @@ class Elaborator:
         if subject.t.is_bits or subject.t.k in ("enum", "error"):
             return self.switch_value(node, subject, ctx)
         if subject.t.k != "action_run":
-            raise type_error(self.pos(node.children[0]), f"cannot switch on {subject.t}")
+            raise type_error(self.source.pos(node.children[0]), f"cannot switch on {subject.t}")
         table_name = subject.t.name
         table = next(t for t in self.tables if t.name == table_name)
         names = {a.name for a in table.actions}
@@ -1372,11 +1068,13 @@ class Elaborator:
             else:
                 sym = self.lookup_sym(self.name(label), label, ctx)
                 if sym.kind != "action" or sym.qname not in names:
-                    raise type_error(self.pos(label), f"{self.name(label)} is not an action of {table_name}")
+                    raise type_error(
+                        self.source.pos(label), f"{self.name(label)} is not an action of {table_name}"
+                    )
                 action = sym.qname
             if case.children[1] is None:
                 if action is None:
-                    raise type_error(self.pos(case), "default label needs a body")
+                    raise type_error(self.source.pos(case), "default label needs a body")
                 pending.append(action)
                 continue
             body = self.block(case.children[1], ctx)
@@ -1385,13 +1083,13 @@ class Elaborator:
             pending = []
         if pending:
             cases.append(ir.SwitchCase(tuple(pending), ()))
-        return [ir.Switch(table_name, tuple(cases), self.src(node))]
+        return [ir.Switch(table_name, tuple(cases), self.source.src(node))]
 
     def switch_value(self, node: PTree, subject: Value, ctx: Ctx) -> list[ir.Stmt]:
         """`switch (expr) { 1: 2: {...} default: {...} }` lowered to an if/else chain on a copy of expr."""
-        var = self.add_local(ctx, "switch_value", subject.t, self.pos(node))
+        var = ctx.add_local("switch_value", subject.t, self.source.pos(node))
         ref = Value(ir.Var(var, subject.t.to_ir()), subject.t)
-        src = self.src(node)
+        src = self.source.src(node)
         head: list[ir.Stmt] = [ir.Assign(ref.expr, subject.expr, src)]
         chain: list[tuple[ir.Expr | None, list[ir.Stmt]]] = []
         pending: list[ir.Expr] = []
@@ -1402,11 +1100,11 @@ class Elaborator:
             else:
                 value = self.coerce(self.expr(label, ctx), subject.t, label)
                 if value.const is None:
-                    raise type_error(self.pos(label), "switch labels must be compile-time constants")
+                    raise type_error(self.source.pos(label), "switch labels must be compile-time constants")
                 test = self.binop_ir("==", ref, value, BOOL).expr
             if case.children[1] is None:
                 if test is None:
-                    raise type_error(self.pos(case), "default label needs a body")
+                    raise type_error(self.source.pos(case), "default label needs a body")
                 pending.append(test)
                 continue
             tests = pending + ([test] if test is not None else [])
@@ -1421,10 +1119,11 @@ class Elaborator:
             tail = body if cond is None else [ir.If(cond, tuple(body), tuple(tail), src)]
         return head + tail
 
-    # ------------------------------------------------------------------ calls
     def call_stmt(self, node: PTree, ctx: Ctx) -> list[ir.Stmt]:
         callee = self.expr(node.children[0], ctx)
-        targs = [self.resolve_type(t) for t in kids(kids(node.children[1])[1])] if node.children[1] else []
+        targs = (
+            [self.decls.resolve_type(t) for t in kids(kids(node.children[1])[1])] if node.children[1] else []
+        )
         args_node = node.children[2]
         stmts, _ = self.call(callee, args_node, targs, node, ctx, as_stmt=True)
         return stmts
@@ -1435,8 +1134,8 @@ class Elaborator:
         arg_nodes = kids(args_node)
         for a in arg_nodes:
             if isinstance(a, Tree) and a.data in ("named_arg", "dontcare_arg"):
-                raise unsupported(self.pos(a), "named or don't-care arguments")
-        pos = self.pos(node)
+                raise unsupported(self.source.pos(a), "named or don't-care arguments")
+        pos = self.source.pos(node)
         kind = callee.t.k
         if kind == "extern_fn" and callee.t.name == "static_assert":
             return [], self.static_assert([self.expr(a, ctx) for a in arg_nodes], pos)
@@ -1477,13 +1176,13 @@ class Elaborator:
             return [ir.SetInvalid(base.expr, src)], None
         if bk == "header" and method in ("minSizeInBits", "minSizeInBytes"):
             self.arity(args, 0, pos, method)
-            bits = self.headers[base.t.name].bits
+            bits = self.decls.headers[base.t.name].bits
             return [], const(bits if method == "minSizeInBits" else (bits + 7) // 8, bit(32))
         if bk == "stack" and method in ("push_front", "pop_front"):
             self.arity(args, 1, pos, method)
             count = self.coerce(args[0], bit(32), arg_nodes[0]).const
             if count is None:
-                raise type_error(self.pos(arg_nodes[0]), f"{method} needs a constant count")
+                raise type_error(self.source.pos(arg_nodes[0]), f"{method} needs a constant count")
             return self.shift_stack(base, int(count), method == "push_front", src), None
         if bk == "table" and method == "apply":
             self.arity(args, 0, pos, method)
@@ -1522,7 +1221,7 @@ class Elaborator:
     def packet_in_call(
         self, method: str, args: list[Value], targs: list[Type], nodes: list[Node], node: PTree, ctx: Ctx
     ) -> tuple[list[ir.Stmt], Value | None]:
-        pos = self.pos(node)
+        pos = self.source.pos(node)
         if ctx.kind != "parser":
             raise type_error(pos, f"packet.{method} is only available in a parser")
         if method == "extract":
@@ -1531,7 +1230,7 @@ class Elaborator:
             self.arity(args, 1, pos, method)
             h = args[0]
             if h.t.k != "header" or not h.lv:
-                raise type_error(self.pos(nodes[0]), f"extract needs a header lvalue, got {h.t}")
+                raise type_error(self.source.pos(nodes[0]), f"extract needs a header lvalue, got {h.t}")
             if "stack_key" in h.extra and ctx.stack_next is not None:  # extract(s.next) advances s
                 ctx.stack_next[h.extra["stack_key"]] = ctx.stack_next.get(h.extra["stack_key"], 0) + 1
             return [ir.Extract(h.expr, str(pos))], None
@@ -1554,7 +1253,7 @@ class Elaborator:
             return [v]
         if v.t.k == "struct":
             out: list[Value] = []
-            for fname, ft in self.members(v.t):
+            for fname, ft in self.decls.members(v.t):
                 out.extend(self.headers_in(self.member_value(v, fname, ft), node))
             return out
         if v.t.k == "stack":
@@ -1562,7 +1261,7 @@ class Elaborator:
             return [Value(ir.Index(v.expr, i, ht.to_ir()), ht, lv=v.lv) for i in range(v.t.size)]
         if v.t.k in ("bit", "int", "bool", "error", "enum"):
             return []
-        raise type_error(self.pos(node), f"cannot emit {v.t}")
+        raise type_error(self.source.pos(node), f"cannot emit {v.t}")
 
     def member_value(self, base: Value, fname: str, ft: Type) -> Value:
         return Value(ir.Member(base.expr, fname, ft.to_ir()), ft, lv=base.lv)
@@ -1578,34 +1277,34 @@ class Elaborator:
         if v.t.k in ("struct", "header"):
             return [
                 x
-                for fname, ft in self.members(v.t)
+                for fname, ft in self.decls.members(v.t)
                 for x in self.flatten(self.member_value(v, fname, ft), node)
             ]
         if v.t.k == "infint":
             raise type_error(
-                self.pos(node), "cannot infer the width of an integer literal here; give it a width"
+                self.source.pos(node), "cannot infer the width of an integer literal here; give it a width"
             )
         if v.t.is_bits or v.t.k == "bool":
             return [v]
-        raise type_error(self.pos(node), f"{v.t} cannot be used in a field list")
+        raise type_error(self.source.pos(node), f"{v.t} cannot be used in a field list")
 
     def lvalue(self, v: Value, node: Node) -> Value:
         if not v.lv:
-            raise type_error(self.pos(node), "expected an lvalue (a variable, field or slice)")
+            raise type_error(self.source.pos(node), "expected an lvalue (a variable, field or slice)")
         return v
 
     def enum_member(self, v: Value, enum: str, node: Node) -> str:
         if v.t != Type("enum", name=enum) or v.const is None:
-            raise type_error(self.pos(node), f"expected a {enum} constant, got {v.t}")
+            raise type_error(self.source.pos(node), f"expected a {enum} constant, got {v.t}")
         if enum == "HashAlgorithm" and v.const in _UNSUPPORTED_HASHES:
-            raise unsupported(self.pos(node), f"hash algorithm {v.const}")
+            raise unsupported(self.source.pos(node), f"hash algorithm {v.const}")
         return str(v.const)
 
     def extern_fn(
         self, name: str, nodes: list[Node], targs: list[Type], node: PTree, ctx: Ctx
     ) -> list[ir.Stmt]:
         """A call of a v1model/core extern function: checked, then lowered by its `fn_<name>` method."""
-        pos = self.pos(node)
+        pos = self.source.pos(node)
         handler_name = _EXTERN_FN_HANDLERS.get(name)
         if handler_name is None:
             raise unsupported(pos, f"extern function {name}")
@@ -1621,13 +1320,13 @@ class Elaborator:
             raise type_error(c.pos, "verify is only available in a parser")
         cond = self.coerce(c.args[0], BOOL, c.nodes[0])
         if c.args[1].t != ERROR or c.args[1].const is None:
-            raise type_error(self.pos(c.nodes[1]), "verify needs an error constant")
+            raise type_error(self.source.pos(c.nodes[1]), "verify needs an error constant")
         return ir.Verify(cond.expr, str(c.args[1].const), str(c.pos))
 
     def fn_mark_to_drop(self, c: _ExternCall) -> ir.Stmt:
         sm = self.lvalue(c.args[0], c.nodes[0])
         if sm.t != Type("struct", name="standard_metadata_t"):
-            raise type_error(self.pos(c.nodes[0]), f"mark_to_drop needs standard_metadata, got {sm.t}")
+            raise type_error(self.source.pos(c.nodes[0]), f"mark_to_drop needs standard_metadata, got {sm.t}")
         return ir.Call(c.name, args=(sm.expr,), src=str(c.pos))
 
     def fn_clone(self, c: _ExternCall) -> ir.Stmt:
@@ -1637,7 +1336,7 @@ class Elaborator:
         if c.name == "clone_preserving_field_list":
             index = self.coerce(c.args[2], bit(8), c.nodes[2]).const
             if index is None:
-                raise type_error(self.pos(c.nodes[2]), "the field list index must be a constant")
+                raise type_error(self.source.pos(c.nodes[2]), "the field list index must be a constant")
             field_list = self.field_list_paths(self.meta_type, int(index))
         return ir.Call(c.name, clone_type, args=(session,), field_list=field_list, src=str(c.pos))
 
@@ -1667,7 +1366,7 @@ class Elaborator:
         cond = self.coerce(args[0], BOOL, nodes[0])
         csum = self.lvalue(args[2], nodes[2]) if c.name.startswith("update") else args[2]
         if csum.t.k != "bit":
-            raise type_error(self.pos(nodes[2]), f"checksum must be bit<W>, got {csum.t}")
+            raise type_error(self.source.pos(nodes[2]), f"checksum must be bit<W>, got {csum.t}")
         return ir.Call(
             c.name,
             algorithm=self.enum_member(args[3], "HashAlgorithm", nodes[3]),
@@ -1689,7 +1388,7 @@ class Elaborator:
         """The `out` result argument of hash/random: a bit<W> lvalue."""
         result = self.lvalue(v, node)
         if result.t.k != "bit":
-            raise type_error(self.pos(node), f"{what} result must be bit<W>, got {result.t}")
+            raise type_error(self.source.pos(node), f"{what} result must be bit<W>, got {result.t}")
         return result
 
     def fn_clone3(self, c: _ExternCall) -> ir.Stmt:
@@ -1716,7 +1415,7 @@ class Elaborator:
         self, struct: str, index: int, prefix: tuple[str, ...] = ()
     ) -> tuple[tuple[str, ...], ...]:
         paths: list[tuple[str, ...]] = []
-        st = self.structs.get(struct)
+        st = self.decls.structs.get(struct)
         for f in st.fields if st else ():
             path = prefix + (f.name,)
             if index in (f.field_lists or ()):
@@ -1729,20 +1428,22 @@ class Elaborator:
         """digest<T>(receiver, data): one expression per field of the named struct T."""
         t = targs[0] if targs else args[1].t
         if t.k != "struct":
-            raise unsupported(self.pos(nodes[1]), "digest of data that is not a named struct")
-        fields = self.members(t)
+            raise unsupported(self.source.pos(nodes[1]), "digest of data that is not a named struct")
+        fields = self.decls.members(t)
         if args[1].t.k == "list":
             items = args[1].extra["items"]
             if len(items) != len(fields):
-                raise type_error(self.pos(nodes[1]), f"digest struct {t.name} has {len(fields)} fields")
+                raise type_error(
+                    self.source.pos(nodes[1]), f"digest struct {t.name} has {len(fields)} fields"
+                )
             values = [self.coerce(i, ft, nodes[1]) for i, (_, ft) in zip(items, fields, strict=True)]
         elif args[1].t == t:
             values = [self.member_value(args[1], fname, ft) for fname, ft in fields]
         else:
-            raise type_error(self.pos(nodes[1]), f"digest data of type {args[1].t}, expected {t}")
+            raise type_error(self.source.pos(nodes[1]), f"digest data of type {args[1].t}, expected {t}")
         for (fname, ft), _ in zip(fields, values, strict=True):
             if not ft.is_bits:
-                raise unsupported(self.pos(nodes[1]), f"digest field {fname} of type {ft}")
+                raise unsupported(self.source.pos(nodes[1]), f"digest field {fname} of type {ft}")
         receiver = self.coerce(args[0], bit(32), nodes[0]).const
         self.digests.setdefault(
             t.name, ir.DigestType(t.name, tuple(ir.DigestField(f, ft.to_ir()) for f, ft in fields))
@@ -1761,13 +1462,13 @@ class Elaborator:
             if v.t.k == "infint":
                 v = self.coerce(v, bit(32), nodes[i])
             if v.t.k != "bit":
-                raise type_error(self.pos(nodes[i]), f"index must be bit<W>, got {v.t}")
+                raise type_error(self.source.pos(nodes[i]), f"index must be bit<W>, got {v.t}")
             return v.expr
 
         def result(i: int, want: Type | None = None) -> ir.Expr:
             v = self.lvalue(args[i], nodes[i])
             if v.t.k != "bit" or (want is not None and v.t != want):
-                raise type_error(self.pos(nodes[i]), f"result must be {want or 'bit<W>'}, got {v.t}")
+                raise type_error(self.source.pos(nodes[i]), f"result must be {want or 'bit<W>'}, got {v.t}")
             return v.expr
 
         signature = {
@@ -1795,11 +1496,6 @@ class Elaborator:
             ir_args = [index(0), self.coerce(args[1], from_ir(inst.type), nodes[1]).expr]
         return [ir.MethodCall(inst.name, method, tuple(ir_args), src)]
 
-    # ------------------------------------------------------------------ order of side effects
-    # A function call inside an expression runs as statements queued in ctx.pre before the statement
-    # that uses its value. These helpers keep P4's order: operands are read left to right (a value read
-    # before a later operand's call is copied first), and `&&`, `||`, `?:` run only the calls of the
-    # operands they evaluate.
     def pre_mark(self, ctx: Ctx | None) -> int:
         return len(ctx.pre) if ctx is not None and ctx.pre is not None else 0
 
@@ -1829,8 +1525,8 @@ class Elaborator:
             return v
         if v.t.k not in ("bit", "int", "bool", "header", "struct", "error", "enum"):
             return v
-        ref = ir.Var(self.add_local(ctx, "tmp", v.t, self.pos(node)), v.t.to_ir())
-        ctx.pre.insert(at, ir.Assign(ref, v.expr, self.src(node)))
+        ref = ir.Var(ctx.add_local("tmp", v.t, self.source.pos(node)), v.t.to_ir())
+        ctx.pre.insert(at, ir.Assign(ref, v.expr, self.source.src(node)))
         return Value(ref, v.t, extra={"lvalue": v} if v.lv else {})
 
     def short_circuit(self, node: PTree, ctx: Ctx | None, op: str) -> Value:
@@ -1848,20 +1544,19 @@ class Elaborator:
         if not b_pre:
             return self.binop_ir(op, a, b, BOOL)
         assert ctx is not None and ctx.pre is not None
-        ref = ir.Var(self.add_local(ctx, "cond", BOOL, self.pos(node)), ir.TBool())
+        ref = ir.Var(ctx.add_local("cond", BOOL, self.source.pos(node)), ir.TBool())
         test: ir.Expr = ref if op == "&&" else ir.Unary("!", ref, ir.TBool())
-        src = self.src(node)
+        src = self.source.src(node)
         then = (*b_pre, ir.Assign(ref, b.expr, src))
         ctx.pre += [ir.Assign(ref, a.expr, src), ir.If(test, then, (), src)]
         return Value(ref, BOOL)
 
-    # ------------------------------------------------------------------ expressions
     def lookup_sym(self, name: str, node: Node, ctx: Ctx | None) -> Sym:
-        scopes = ctx.scopes if ctx else [self.globals]
+        scopes = ctx.scopes if ctx else [self.decls.globals]
         for scope in reversed(scopes):
             if name in scope:
                 return scope[name]
-        raise type_error(self.pos(node), f"unknown name {name}")
+        raise type_error(self.source.pos(node), f"unknown name {name}")
 
     def sym_value(self, sym: Sym, name: str, node: Node) -> Value:
         if sym.kind == "var":
@@ -1885,14 +1580,14 @@ class Elaborator:
             return Value(None, Type("subcontrol", name=sym.qname), extra={"sym": sym})
         if sym.kind == "function":
             return Value(None, Type("function", name=sym.qname), extra={"sym": sym})
-        raise type_error(self.pos(node), f"{name} cannot be used here")
+        raise type_error(self.source.pos(node), f"{name} cannot be used here")
 
     def expr(self, node: Node, ctx: Ctx | None) -> Value:
         if isinstance(node, Token):
-            raise type_error(self.pos(node), f"unexpected {node}")
+            raise type_error(self.source.pos(node), f"unexpected {node}")
         handler: Callable[[PTree, Ctx | None], Value] | None = getattr(self, "x_" + node.data, None)
         if handler is None:
-            raise unsupported(self.pos(node), f"expression {node.data}")
+            raise unsupported(self.source.pos(node), f"expression {node.data}")
         return handler(node, ctx)
 
     def x_int_lit(self, node: PTree, ctx: Ctx | None) -> Value:
@@ -1928,23 +1623,23 @@ class Elaborator:
             # a variable or instance that shadows a type of the same name (e.g. `packet_out`)
             base = self.sym_value(self.lookup_sym(tname, node, ctx), tname, node)
             return self.member_of(base, member, node, ctx)
-        kind, info = self.types.get(tname, ("", None))
+        kind, info = self.decls.types.get(tname, ("", None))
         if kind == "enum":
-            if member not in self.enums[tname]:
-                raise type_error(self.pos(node), f"{tname} has no member {member}")
+            if member not in self.decls.enums[tname]:
+                raise type_error(self.source.pos(node), f"{tname} has no member {member}")
             t = Type("enum", name=tname)
             return Value(ir.Const(member, t.to_ir()), t, member)
         if kind == "serenum":
             base, members = info
             if member not in members:
-                raise type_error(self.pos(node), f"{tname} has no member {member}")
+                raise type_error(self.source.pos(node), f"{tname} has no member {member}")
             return const(members[member], base)
-        raise unsupported(self.pos(node), f"member access on type {tname}")
+        raise unsupported(self.source.pos(node), f"member access on type {tname}")
 
     def x_error_member(self, node: PTree, ctx: Ctx | None) -> Value:
         member = self.name(node.children[0])
-        if member not in self.errors:
-            raise type_error(self.pos(node), f"unknown error {member}")
+        if member not in self.decls.errors:
+            raise type_error(self.source.pos(node), f"unknown error {member}")
         return Value(ir.Const(member, ir.TError()), ERROR, member)
 
     def x_member(self, node: PTree, ctx: Ctx | None) -> Value:
@@ -1955,11 +1650,11 @@ class Elaborator:
         if t.k == "lookahead_header":
             return self.lookahead_field(t.name, member, node)
         if t.k in ("header", "struct"):
-            for fname, ft in self.members(t):
+            for fname, ft in self.decls.members(t):
                 if fname == member:
                     return self.member_value(base, fname, ft)
             if t.k == "struct":
-                raise type_error(self.pos(node.children[1]), f"{t} has no field {member}")
+                raise type_error(self.source.pos(node.children[1]), f"{t} has no field {member}")
         if t.k == "apply_result":
             if member in ("hit", "miss"):
                 if member == "hit":
@@ -1973,14 +1668,14 @@ class Elaborator:
             return self.stack_position(base, member, node, ctx)
         if t.k in ("header", "table", "packet_in", "packet_out", "extern", "stack", "subcontrol"):
             return Value(None, Type("method"), extra={"base": base, "method": member})
-        raise type_error(self.pos(node.children[1]), f"{t} has no member {member}")
+        raise type_error(self.source.pos(node.children[1]), f"{t} has no member {member}")
 
     x_lv_member = x_member
 
     def stack_position(self, stack: Value, member: str, node: PTree, ctx: Ctx | None) -> Value:
         """`.next`/`.last`/`.lastIndex` in an unrolled parser state: constant positions in the stack."""
         if ctx is None or ctx.stack_next is None:
-            raise unsupported(self.pos(node.children[1]), f"header stack .{member} outside a parser")
+            raise unsupported(self.source.pos(node.children[1]), f"header stack .{member} outside a parser")
         key = json.dumps(ir.node_to_json(stack.expr), sort_keys=True)
         nxt = ctx.stack_next.get(key, 0)
         if member == "lastIndex":
@@ -1994,7 +1689,7 @@ class Elaborator:
 
     def lookahead_field(self, header: str, member: str, node: PTree) -> Value:
         """`pkt.lookahead<h_t>().f` as a slice of a lookahead of the whole header's bits."""
-        h = self.headers[header]
+        h = self.decls.headers[header]
         offset = 0
         for f in h.fields:
             if f.name == member:
@@ -2004,17 +1699,19 @@ class Elaborator:
                 sliced = ir.Slice(whole, hi, hi - f.w + 1, ir.TBit(f.w))
                 return Value(sliced if t.k == "bit" else ir.Cast(sliced, t.to_ir()), t)
             offset += f.w
-        raise type_error(self.pos(node.children[1]), f"header {header} has no field {member}")
+        raise type_error(self.source.pos(node.children[1]), f"header {header} has no field {member}")
 
     def x_index(self, node: PTree, ctx: Ctx | None) -> Value:
         base = self.expr(node.children[0], ctx)
         if base.t.k != "stack":
-            raise type_error(self.pos(node), f"cannot index {base.t}")
+            raise type_error(self.source.pos(node), f"cannot index {base.t}")
         idx = self.expr(node.children[1], ctx)
         if not isinstance(idx.const, int) or isinstance(idx.const, bool):
-            raise unsupported(self.pos(node.children[1]), "header stack index that is not a constant")
+            raise unsupported(self.source.pos(node.children[1]), "header stack index that is not a constant")
         if not 0 <= idx.const < base.t.size:
-            raise type_error(self.pos(node.children[1]), f"index {idx.const} out of bounds of {base.t}")
+            raise type_error(
+                self.source.pos(node.children[1]), f"index {idx.const} out of bounds of {base.t}"
+            )
         ht = Type("header", name=base.t.name)
         return Value(ir.Index(base.expr, idx.const, ht.to_ir()), ht, lv=base.lv)
 
@@ -2024,9 +1721,9 @@ class Elaborator:
         base = self.expr(node.children[0], ctx)
         hi, lo = self.const_int(node.children[1], ctx), self.const_int(node.children[2], ctx)
         if not base.t.is_bits:
-            raise type_error(self.pos(node), f"cannot slice {base.t}")
+            raise type_error(self.source.pos(node), f"cannot slice {base.t}")
         if not base.t.w > hi >= lo >= 0:
-            raise type_error(self.pos(node), f"slice [{hi}:{lo}] out of range for {base.t}")
+            raise type_error(self.source.pos(node), f"slice [{hi}:{lo}] out of range for {base.t}")
         t = bit(hi - lo + 1)
         if base.const is not None:
             return const(int(base.const) >> lo, t)
@@ -2042,21 +1739,23 @@ class Elaborator:
         callee = self.expr(node.children[0], ctx)
         targs_node = next(c for c in node.children if isinstance(c, Tree) and c.data == "type_args")
         args_node = node.children[-1]
-        return self.call_value(callee, args_node, [self.resolve_type(t) for t in kids(targs_node)], node, ctx)
+        return self.call_value(
+            callee, args_node, [self.decls.resolve_type(t) for t in kids(targs_node)], node, ctx
+        )
 
     def call_value(
         self, callee: Value, args: PTree, targs: list[Type], node: PTree, ctx: Ctx | None
     ) -> Value:
         stmts, v = self.call(callee, args, targs, node, ctx, as_stmt=False)
         if v is None or stmts:
-            raise type_error(self.pos(node), "this call does not return a value")
+            raise type_error(self.source.pos(node), "this call does not return a value")
         return v
 
     def x_ctor_call(self, node: PTree, ctx: Ctx | None) -> Value:
-        raise unsupported(self.pos(node), "instantiation inside an expression")
+        raise unsupported(self.source.pos(node), "instantiation inside an expression")
 
     def x_this_ref(self, node: PTree, ctx: Ctx | None) -> Value:
-        raise unsupported(self.pos(node), "this")
+        raise unsupported(self.source.pos(node), "this")
 
     def x_list_expr(self, node: PTree, ctx: Ctx | None) -> Value:
         nodes = kids(kids(node)[0]) if kids(node) else []
@@ -2064,10 +1763,10 @@ class Elaborator:
         return Value(None, Type("list"), extra={"items": items, "nodes": nodes})
 
     def x_struct_expr(self, node: PTree, ctx: Ctx | None) -> Value:
-        raise unsupported(self.pos(node), "struct initializer outside an assignment")
+        raise unsupported(self.source.pos(node), "struct initializer outside an assignment")
 
     def x_cast(self, node: PTree, ctx: Ctx | None) -> Value:
-        t = self.resolve_type(node.children[0])
+        t = self.decls.resolve_type(node.children[0])
         v = self.expr(node.children[1], ctx)
         src = v.t
         if src == t:
@@ -2076,7 +1775,7 @@ class Elaborator:
             t == BOOL and src in (bit(1), INFINT)
         )
         if not ok:
-            raise type_error(self.pos(node), f"cannot cast {src} to {t}")
+            raise type_error(self.source.pos(node), f"cannot cast {src} to {t}")
         if v.const is not None:
             if t == BOOL:
                 return const(bool(v.const), BOOL)
@@ -2097,9 +1796,9 @@ class Elaborator:
             return Value(ir.Mux(cond.expr, a.expr, b.expr, t.to_ir()), t)
         if v.t.k == "infint" and v.const is None:
             raise type_error(
-                self.pos(node), "cannot infer the width of this integer expression; give it a width"
+                self.source.pos(node), "cannot infer the width of this integer expression; give it a width"
             )
-        raise type_error(self.pos(node), f"expected {t}, got {v.t}")
+        raise type_error(self.source.pos(node), f"expected {t}, got {v.t}")
 
     def unify(self, a: Value, b: Value, op: str, node: PTree) -> tuple[Value, Value]:
         if a.t.k == "infint" and b.t.is_bits:
@@ -2107,10 +1806,11 @@ class Elaborator:
         elif b.t.k == "infint" and a.t.is_bits:
             b = self.coerce(b, a.t, node)
         if a.t != b.t:
-            raise type_error(self.pos(node), f"{op}: cannot operate on {a.t} and {b.t}")
+            raise type_error(self.source.pos(node), f"{op}: cannot operate on {a.t} and {b.t}")
         if a.t.k == "infint" and (a.const is None or b.const is None):
             raise type_error(
-                self.pos(node), f"{op}: cannot infer the width of an integer expression; give it a width"
+                self.source.pos(node),
+                f"{op}: cannot infer the width of an integer expression; give it a width",
             )
         return a, b
 
@@ -2124,14 +1824,14 @@ class Elaborator:
         t = a.t
         if op in ("==", "!="):
             if t.k in ("header", "struct", "stack", "list", "string"):
-                raise unsupported(self.pos(node), f"{op} on {t}")
+                raise unsupported(self.source.pos(node), f"{op} on {t}")
             if a.const is not None and b.const is not None:
                 return const((a.const == b.const) == (op == "=="), BOOL)
             return self.binop_ir(op, a, b, BOOL)
         if not (t.is_bits or t.k == "infint"):
-            raise type_error(self.pos(node), f"{op} is not defined on {t}")
+            raise type_error(self.source.pos(node), f"{op} is not defined on {t}")
         if op in ("/", "%") and t.k == "int":
-            raise unsupported(self.pos(node), f"{op} on signed values")
+            raise unsupported(self.source.pos(node), f"{op} on signed values")
         if op in ("<", ">", "<=", ">="):
             if a.const is not None and b.const is not None:
                 x, y = int(a.const), int(b.const)
@@ -2140,12 +1840,12 @@ class Elaborator:
         if a.const is not None and b.const is not None:
             return const(self.fold(op, int(a.const), int(b.const), t, node), t)
         if op in ("/", "%"):  # as BMv2: no run-time division; constants were folded above
-            raise unsupported(self.pos(node), f"{op} of values known only at run time")
+            raise unsupported(self.source.pos(node), f"{op} of values known only at run time")
         return self.binop_ir(op, a, b, t)
 
     def fold(self, op: str, x: int, y: int, t: Type, node: PTree) -> int:
         if op in ("/", "%") and y == 0:
-            raise type_error(self.pos(node), "division by zero")
+            raise type_error(self.source.pos(node), "division by zero")
         if op in ("|+|", "|-|"):
             r = x + y if op == "|+|" else x - y
             if t.k == "bit":
@@ -2174,12 +1874,12 @@ class Elaborator:
             or (b.t.k == "infint" and int(b.const or 0) < 0)
             or not (b.t.is_bits or b.t.k == "infint")
         ):
-            raise type_error(self.pos(node), f"{op}: the shift amount must be unsigned, got {b.t}")
+            raise type_error(self.source.pos(node), f"{op}: the shift amount must be unsigned, got {b.t}")
         if not (a.t.is_bits or a.t.k == "infint"):
-            raise type_error(self.pos(node), f"{op} is not defined on {a.t}")
+            raise type_error(self.source.pos(node), f"{op} is not defined on {a.t}")
         unknown = [v for v in (a, b) if v.t.k == "infint" and v.const is None]
         if unknown or (a.t.k == "infint" and b.const is None):
-            raise type_error(self.pos(node), f"{op}: cannot infer the width of an integer expression")
+            raise type_error(self.source.pos(node), f"{op}: cannot infer the width of an integer expression")
         if b.t.k == "infint":
             b = const(int(b.const or 0), bit(max(int(b.const or 0).bit_length(), 1)))
         if a.const is not None and b.const is not None:
@@ -2190,7 +1890,7 @@ class Elaborator:
     def x_concat(self, node: PTree, ctx: Ctx | None) -> Value:
         a, b = self.operands([node.children[0], node.children[1]], ctx)
         if not (a.t.is_bits and b.t.is_bits):
-            raise type_error(self.pos(node), f"++ needs bit<W>/int<W> operands, got {a.t} and {b.t}")
+            raise type_error(self.source.pos(node), f"++ needs bit<W>/int<W> operands, got {a.t} and {b.t}")
         t = Type(a.t.k, a.t.w + b.t.w)
         if a.const is not None and b.const is not None:
             return const((int(a.const) << b.t.w) | wrap(int(b.const), bit(b.t.w)), t)
@@ -2204,12 +1904,12 @@ class Elaborator:
                 return const(not v.const, BOOL)
         elif op == "~":
             if not v.t.is_bits:
-                raise type_error(self.pos(node), f"~ needs bit<W>/int<W>, got {v.t}")
+                raise type_error(self.source.pos(node), f"~ needs bit<W>/int<W>, got {v.t}")
             if v.const is not None:
                 return const(~int(v.const), v.t)
         else:
             if not (v.t.is_bits or (v.t.k == "infint" and v.const is not None)):
-                raise type_error(self.pos(node), f"- is not defined on {v.t}")
+                raise type_error(self.source.pos(node), f"- is not defined on {v.t}")
             if v.const is not None:
                 return const(-int(v.const), v.t)
         return Value(ir.Unary(op, v.expr, v.t.to_ir()), v.t)
@@ -2244,8 +1944,8 @@ class Elaborator:
         """`c ? f(x) : g(y)`: an if/else that runs only the chosen branch's calls, into a temporary."""
         assert ctx is not None and ctx.pre is not None
         a, b = self.unify(then[0], other[0], "?:", node)
-        ref = ir.Var(self.add_local(ctx, "mux", a.t, self.pos(node)), a.t.to_ir())
-        src = self.src(node)
+        ref = ir.Var(ctx.add_local("mux", a.t, self.source.pos(node)), a.t.to_ir())
+        src = self.source.src(node)
         branch_a = (*then[1], ir.Assign(ref, a.expr, src))
         branch_b = (*other[1], ir.Assign(ref, b.expr, src))
         ctx.pre.append(ir.If(cond.expr, branch_a, branch_b, src))
@@ -2277,6 +1977,8 @@ _BINOPS = {
     "shl_op": "<<",
     "shr_op": ">>",
 }
+
+
 _UNOPS = {"not_op": "!", "inv_op": "~", "neg_op": "-"}
 
 
@@ -2291,7 +1993,9 @@ def _bind(
 
 for _data, _op in _BINOPS.items():
     setattr(Elaborator, "x_" + _data, _bind(_op, Elaborator.binary))
+
 for _data, _op in _UNOPS.items():
     setattr(Elaborator, "x_" + _data, _bind(_op, Elaborator.unary))
+
 
 __all__ = ["Elaborator", "P4Error"]

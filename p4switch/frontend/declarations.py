@@ -1,0 +1,251 @@
+"""Top-level declarations: types, constants, externs, actions and blocks by name (the symbol table)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from lark import Token, Tree
+
+from p4switch import ir
+from p4switch.frontend.errors import type_error, unsupported
+from p4switch.frontend.scope import Ctx, Part, Sym
+from p4switch.frontend.source import Node, PTree, kids
+from p4switch.frontend.types import (
+    ANY,
+    BOOL,
+    ERROR,
+    INFINT,
+    STRING,
+    VOID,
+    Type,
+    bit,
+)
+
+if TYPE_CHECKING:
+    from p4switch.frontend.elaborate import Elaborator
+
+
+class Declarations(Part):
+    """Top-level declarations: types, constants, externs, actions and blocks by name (the symbol table)."""
+
+    def __init__(self, fe: Elaborator) -> None:
+        super().__init__(fe)
+        self.types: dict[str, tuple[str, Any]] = {}
+        self.globals: dict[str, Sym] = {}
+        self.errors: list[str] = []
+        self.match_kinds: set[str] = set()
+        self.enums: dict[str, tuple[str, ...]] = {}
+        self.headers: dict[str, ir.HeaderType] = {}
+        self.structs: dict[str, ir.StructType] = {}
+        self.member_types: dict[tuple[str, str], list[tuple[str, Type]]] = {}  # (header|struct, name)
+        self.header_annos: dict[str, dict[str, list[Any]]] = {}
+        self.field_names: dict[tuple[str, str], str] = {}
+
+    def declare(self, decl: PTree) -> None:
+        handler: Callable[[PTree], None] | None = getattr(self, "decl_" + decl.data, None)
+        if handler is None:
+            raise unsupported(
+                self.pos(decl), decl.data.replace("_decl", "").replace("_", " ") + " declaration"
+            )
+        handler(decl)
+
+    def decl_empty_decl(self, decl: PTree) -> None:
+        return None
+
+    def decl_const_decl(self, decl: PTree) -> None:
+        self.globals[self.name(decl.children[2])] = self.make_const(decl, None)
+
+    def make_const(self, decl: PTree, ctx: Ctx | None) -> Sym:
+        t = self.resolve_type(decl.children[1])
+        v = self.fe.coerce(self.fe.expr(decl.children[3], ctx), t, decl.children[3])
+        if v.const is None:
+            raise type_error(self.pos(decl.children[3]), "a const needs a compile-time constant value")
+        return Sym("const", t, value=v)
+
+    def decl_typedef_decl(self, decl: PTree) -> None:
+        self.types[self.name(decl.children[2])] = ("typedef", self.resolve_type(decl.children[1]))
+
+    def fields(self, decl: PTree) -> list[tuple[str, Type, dict[str, list[Any]], PTree]]:
+        out = []
+        for f in decl.children[2:]:
+            if isinstance(f, Tree) and f.data == "field":
+                name, annos = self.name(f.children[2]), self.annos(f.children[0])
+                given = annos.get("name")
+                if given and isinstance(given[0], str):
+                    self.field_names[(self.name(decl.children[1]), name)] = given[0]
+                out.append((name, self.resolve_type(f.children[1]), annos, f))
+        return out
+
+    def decl_header_decl(self, decl: PTree) -> None:
+        name = self.name(decl.children[1])
+        annos = self.annos(decl.children[0])
+        fields: list[ir.HeaderField] = []
+        members: list[tuple[str, Type]] = []
+        for fname, t, _, f in self.fields(decl):
+            if not t.is_bits:
+                raise unsupported(self.pos(f), f"header field of type {t}")
+            fields.append(ir.HeaderField(fname, t.w, t.k == "int"))
+            members.append((fname, t))
+        ch = annos.get("controller_header", [None])
+        bits = sum(f.w for f in fields)
+        if bits % 8:
+            raise type_error(
+                self.pos(decl.children[1]), f"header {name} is {bits} bits wide, not whole bytes"
+            )
+        self.headers[name] = ir.HeaderType(tuple(fields), bits, ch[0] if ch else None)
+        self.member_types[("header", name)] = members
+        self.header_annos[name] = annos
+        self.types[name] = ("header", None)
+
+    def decl_struct_decl(self, decl: PTree) -> None:
+        name = self.name(decl.children[1])
+        fields = []
+        members: list[tuple[str, Type]] = []
+        for fname, t, annos, f in self.fields(decl):
+            if t.k not in ("bit", "int", "bool", "header", "struct", "stack", "error", "enum"):
+                raise unsupported(self.pos(f), f"struct field of type {t}")
+            lists = annos.get("field_list")
+            field_lists = None if lists is None else tuple(lists)
+            fields.append(ir.StructField(fname, t.to_ir(), field_lists))
+            members.append((fname, t))
+        self.structs[name] = ir.StructType(tuple(fields))
+        self.member_types[("struct", name)] = members
+        self.types[name] = ("struct", None)
+
+    def decl_union_decl(self, decl: PTree) -> None:
+        raise unsupported(self.pos(decl), "header_union")
+
+    def decl_enum_decl(self, decl: PTree) -> None:
+        name = self.name(decl.children[1])
+        self.enums[name] = tuple(self.name(n) for n in kids(decl.children[2]))
+        self.types[name] = ("enum", None)
+
+    def decl_ser_enum_decl(self, decl: PTree) -> None:
+        base = self.resolve_type(decl.children[1])
+        members = {}
+        for m in decl.children[3:]:
+            if isinstance(m, Tree) and m.data == "ser_member":
+                v = self.fe.coerce(self.fe.expr(m.children[1], None), base, m.children[1])
+                members[self.name(m.children[0])] = v.const
+        self.types[self.name(decl.children[2])] = ("serenum", (base, members))
+
+    def decl_error_decl(self, decl: PTree) -> None:
+        self.errors.extend(self.name(n) for n in kids(decl.children[1]) if self.name(n) not in self.errors)
+
+    def decl_match_kind_decl(self, decl: PTree) -> None:
+        self.match_kinds.update(self.name(n) for n in kids(decl.children[0]))
+
+    def decl_extern_obj_decl(self, decl: PTree) -> None:
+        self.types[self.name(decl.children[1])] = ("extern", decl)
+
+    def decl_extern_fn_decl(self, decl: PTree) -> None:
+        self.globals[self.name(decl.children[2])] = Sym("extern_fn", tree=decl)
+
+    def decl_package_decl(self, decl: PTree) -> None:
+        self.types[self.name(decl.children[1])] = ("package", decl)
+
+    def decl_parser_type_decl(self, decl: PTree) -> None:
+        self.types.setdefault(self.name(decl.children[0].children[1]), ("blocktype", decl))
+
+    decl_control_type_decl = decl_parser_type_decl
+
+    def decl_parser_decl(self, decl: PTree) -> None:
+        ctor = decl.children[1]
+        if kids(ctor) and kids(kids(ctor)[0]):
+            raise unsupported(self.pos(ctor), "constructor parameters of a parser or control")
+        self.types[self.name(decl.children[0].children[1])] = ("block", decl)
+
+    decl_control_decl = decl_parser_decl
+
+    def decl_action_decl(self, decl: PTree) -> None:
+        name = self.name(decl.children[1])
+        self.globals[name] = Sym("action", tree=decl, qname=self.fq(None, name, self.annos(decl.children[0])))
+
+    def decl_instantiation(self, decl: PTree) -> None:
+        name = self.name(decl.children[3])
+        t = self.resolve_type(decl.children[1])
+        if t.k == "extern":  # a register, counter, meter... of the whole program: named as declared
+            annos = self.annos(decl.children[0])
+            fq = self.fq(None, name, annos)
+            self.globals[name] = Sym("inst", t, fq)
+            self.fe.instantiate(t, kids(decl.children[2]), fq, decl, None, annos)
+            return
+        self.globals[name] = Sym("instance", tree=decl)
+
+    def decl_function_decl(self, decl: PTree) -> None:
+        if decl.children[3] is not None:
+            raise unsupported(self.pos(decl), "generic function")
+        name = self.name(decl.children[2])
+        self.globals[name] = Sym("function", tree=decl, qname=name)
+
+    def decl_value_set_decl(self, decl: PTree) -> None:
+        raise unsupported(self.pos(decl), "value_set")
+
+    def fq(self, control: str | None, local: str, annos: dict[str, list[Any]]) -> str:
+        """The fully qualified control-plane name, as p4c writes it (with @name honoured)."""
+        given = annos.get("name")
+        if given and isinstance(given[0], str):
+            if given[0].startswith("."):
+                return given[0][1:]
+            local = given[0]
+        return f"{control}.{local}" if control else local
+
+    def resolve_type(self, node: Node) -> Type:
+        if isinstance(node, Token):
+            return self.named_type(node)
+        d = node.data
+        if d == "bool_type":
+            return BOOL
+        if d == "error_type":
+            return ERROR
+        if d == "string_type":
+            return STRING
+        if d == "infint_type":
+            return INFINT
+        if d == "void_type":
+            return VOID
+        if d == "bit1_type":
+            return bit(1)
+        if d in ("bit_type", "int_type"):
+            w = self.fe.const_int(node.children[0], None)
+            if w <= 0 or w > 2048:
+                raise type_error(self.pos(node), f"invalid width {w}")
+            return Type("bit" if d == "bit_type" else "int", w)
+        if d == "varbit_type":
+            raise unsupported(self.pos(node), "varbit")
+        if d == "named_type":
+            return self.named_type(node.children[0])
+        if d == "specialized_type":
+            base = self.named_type(node.children[0])
+            args = tuple(self.resolve_type(a) for a in kids(node.children[1]))
+            return Type(base.k, base.w, base.name, base.size, args)
+        if d == "stack_type":
+            elem = self.resolve_type(node.children[0])
+            if elem.k != "header":
+                raise unsupported(self.pos(node), f"stack of {elem}")
+            return Type("stack", name=elem.name, size=self.fe.const_int(node.children[1], None))
+        if d == "dontcare_type":
+            return ANY
+        if d == "tuple_type":
+            raise unsupported(self.pos(node), "tuple type")
+        raise unsupported(self.pos(node), f"type {d}")
+
+    def named_type(self, tok: Node) -> Type:
+        name = str(tok)
+        if name not in self.types:
+            raise type_error(self.pos(tok), f"unknown type {name}")
+        kind, info = self.types[name]
+        if kind == "typedef":
+            return info  # type: ignore[no-any-return]
+        if kind == "serenum":
+            return info[0]  # type: ignore[no-any-return]
+        if kind == "typevar":
+            return ANY
+        if kind == "extern" and name in ("packet_in", "packet_out"):
+            return Type(name)
+        return Type(kind, name=name)
+
+    def members(self, t: Type) -> list[tuple[str, Type]]:
+        """The fields of a header or struct type, in order (none for other types)."""
+        return self.member_types.get((t.k, t.name), [])
