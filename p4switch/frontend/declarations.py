@@ -58,7 +58,7 @@ class Declarations(Part):
 
     def make_const(self, decl: PTree, ctx: Ctx | None) -> Sym:
         t = self.resolve_type(decl.children[1])
-        v = self.fe.coerce(self.fe.expr(decl.children[3], ctx), t, decl.children[3])
+        v = self.fe.exprs.coerce(self.fe.exprs.expr(decl.children[3], ctx), t, decl.children[3])
         if v.const is None:
             raise type_error(self.pos(decl.children[3]), "a const needs a compile-time constant value")
         return Sym("const", t, value=v)
@@ -126,7 +126,7 @@ class Declarations(Part):
         members = {}
         for m in decl.children[3:]:
             if isinstance(m, Tree) and m.data == "ser_member":
-                v = self.fe.coerce(self.fe.expr(m.children[1], None), base, m.children[1])
+                v = self.fe.exprs.coerce(self.fe.exprs.expr(m.children[1], None), base, m.children[1])
                 members[self.name(m.children[0])] = v.const
         self.types[self.name(decl.children[2])] = ("serenum", (base, members))
 
@@ -208,7 +208,7 @@ class Declarations(Part):
         if d == "bit1_type":
             return bit(1)
         if d in ("bit_type", "int_type"):
-            w = self.fe.const_int(node.children[0], None)
+            w = self.fe.exprs.const_int(node.children[0], None)
             if w <= 0 or w > 2048:
                 raise type_error(self.pos(node), f"invalid width {w}")
             return Type("bit" if d == "bit_type" else "int", w)
@@ -224,7 +224,7 @@ class Declarations(Part):
             elem = self.resolve_type(node.children[0])
             if elem.k != "header":
                 raise unsupported(self.pos(node), f"stack of {elem}")
-            return Type("stack", name=elem.name, size=self.fe.const_int(node.children[1], None))
+            return Type("stack", name=elem.name, size=self.fe.exprs.const_int(node.children[1], None))
         if d == "dontcare_type":
             return ANY
         if d == "tuple_type":

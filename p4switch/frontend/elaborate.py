@@ -18,15 +18,15 @@ from lark import Token, Tree
 from p4switch import ir
 from p4switch.frontend import p4info
 from p4switch.frontend.declarations import Declarations
+from p4switch.frontend.effects import Effects
 from p4switch.frontend.errors import P4Error, Pos, type_error, unsupported
+from p4switch.frontend.expressions import Expressions
 from p4switch.frontend.preprocess import SourceMap
 from p4switch.frontend.scope import Ctx, Sym
 from p4switch.frontend.source import Node, PTree, Source, kids, name_of, parse_int, read_annotations
 from p4switch.frontend.types import (
-    ANY,
     BOOL,
     ERROR,
-    INFINT,
     STRING,
     VOID,
     Type,
@@ -34,7 +34,6 @@ from p4switch.frontend.types import (
     bit,
     const,
     from_ir,
-    wrap,
 )
 
 _V1SWITCH_BLOCKS = ("parser", "verify_checksum", "ingress", "egress", "compute_checksum", "deparser")
@@ -129,6 +128,8 @@ class Elaborator:
         self.called_actions: list[str] = []
         self.action_ref_annos: dict[tuple[str, str], dict[str, list[Any]]] = {}  # (table, action)
         self.decls = Declarations(self)
+        self.exprs = Expressions(self)
+        self.effects = Effects(self)
 
     name = staticmethod(name_of)
     annos = staticmethod(read_annotations)
@@ -150,14 +151,6 @@ class Elaborator:
         for decl in kids(self.tree):
             self.decls.declare(decl)
         return self.lower_main()
-
-    def const_int(self, node: Node, ctx: Ctx | None) -> int:
-        if isinstance(node, Token):
-            return parse_int(str(node))[0]
-        v = self.expr(node, ctx)
-        if not isinstance(v.const, int) or isinstance(v.const, bool):
-            raise type_error(self.source.pos(node), "expected a compile-time integer constant")
-        return v.const
 
     def lower_main(self) -> ir.Program:
         main = self.decls.globals.get("main")
@@ -324,7 +317,7 @@ class Elaborator:
         return name
 
     def lower_select(self, sel: PTree, ctx: Ctx, names: set[str]) -> ir.Select:
-        keys = [self.expr(k, ctx) for k in kids(sel.children[0])]
+        keys = [self.exprs.expr(k, ctx) for k in kids(sel.children[0])]
         for k, node in zip(keys, kids(sel.children[0]), strict=True):
             if not (k.t.is_bits or k.t.k == "bool"):
                 raise type_error(self.source.pos(node), f"select key of type {k.t}")
@@ -344,7 +337,7 @@ class Elaborator:
 
     def keyset(self, node: PTree, t: Type, ctx: Ctx) -> ir.Keyset:
         def value(n: Node) -> int:
-            v = self.coerce(self.expr(n, ctx), t, n)  # constants of the parser too
+            v = self.exprs.coerce(self.exprs.expr(n, ctx), t, n)  # constants of the parser too
             if v.const is None:
                 raise unsupported(self.source.pos(n), "non-constant keyset (value_set)")
             return int(v.const)
@@ -409,7 +402,7 @@ class Elaborator:
     ) -> ir.ExternInstance:
         if t.k != "extern":
             raise unsupported(self.source.pos(node), f"instantiation of {t}")
-        vals = [self.expr(a, ctx) for a in args]
+        vals = [self.exprs.expr(a, ctx) for a in args]
 
         def need(n: int) -> None:
             if len(vals) != n:
@@ -418,7 +411,7 @@ class Elaborator:
                 )
 
         def num(i: int) -> int:
-            v = self.coerce(vals[i], bit(32), args[i])
+            v = self.exprs.coerce(vals[i], bit(32), args[i])
             if v.const is None:
                 raise type_error(self.source.pos(args[i]), "expected a compile-time constant")
             return int(v.const)
@@ -491,12 +484,12 @@ class Elaborator:
         if table.default_action is _NO_DEFAULT:
             table = replace(table, default_action=ir.DefaultAction("NoAction", (), False))
             if "NoAction" not in [a.name for a in table.actions]:
-                self.ensure_action(self.lookup_sym("NoAction", node, ctx), ctx)
+                self.ensure_action(self.exprs.lookup_sym("NoAction", node, ctx), ctx)
                 table = replace(table, actions=table.actions + (ir.ActionRef("NoAction", "default_only"),))
         self.tables.append(table)
 
     def table_key(self, k: PTree, ctx: Ctx) -> ir.TableKey:
-        v = self.expr(k.children[0], ctx)
+        v = self.exprs.expr(k.children[0], ctx)
         kind = self.name(k.children[1])
         if kind not in self.decls.match_kinds:
             raise type_error(self.source.pos(k.children[1]), f"unknown match kind {kind}")
@@ -527,7 +520,7 @@ class Elaborator:
             return {"0x": f"0x{value:x}", "0b": f"0b{value:b}", "0o": f"0o{value:o}"}.get(prefix, str(value))
         if d == "member":
             field = self.name(parts[1])
-            base_type = self.expr(parts[0], ctx).t
+            base_type = self.exprs.expr(parts[0], ctx).t
             if base_type.k == "header" and field == "isValid":
                 field = "$valid$"
             field = self.decls.field_names.get((base_type.name, field), field)
@@ -546,7 +539,7 @@ class Elaborator:
         ref = item.children[1]
         if len(kids(ref)) > 1 and kids(kids(ref)[1]):
             raise unsupported(self.source.pos(ref), "action arguments bound in a table's actions list")
-        sym = self.lookup_sym(self.prefixed(ref.children[0]), ref, ctx)
+        sym = self.exprs.lookup_sym(self.prefixed(ref.children[0]), ref, ctx)
         if sym.kind != "action":
             raise type_error(self.source.pos(ref), f"{self.prefixed(ref.children[0])} is not an action")
         self.ensure_action(sym, ctx)
@@ -565,7 +558,7 @@ class Elaborator:
             name, args = self.action_call(value, table, ctx, "default_only")
             return replace(table, default_action=ir.DefaultAction(name, tuple(args), is_const))
         if pname == "size":
-            return replace(table, size=self.const_int(value, ctx))
+            return replace(table, size=self.exprs.const_int(value, ctx))
         if pname in ("counters", "meters", "implementation"):
             inst = self.table_extern(value, table, ctx, self.annos(prop.children[0]))
             wanted = {
@@ -588,7 +581,7 @@ class Elaborator:
                 return replace(table, direct_counter=inst.name)
             return replace(table, direct_meter=inst.name)
         if pname == "support_timeout":
-            if self.expr(value, ctx).const is True:
+            if self.exprs.expr(value, ctx).const is True:
                 return replace(table, support_timeout=True)
             return table
         if pname in ("largest_priority_wins", "priority_delta"):
@@ -610,7 +603,7 @@ class Elaborator:
             return self.instantiate(t, kids(value.children[1]), fq, value, ctx, annos)
         if value.data != "name_ref":
             raise type_error(self.source.pos(value), "expected the name of an extern instance")
-        sym = self.lookup_sym(str(value.children[0]), value, ctx)
+        sym = self.exprs.lookup_sym(str(value.children[0]), value, ctx)
         if sym.kind != "inst":
             raise type_error(self.source.pos(value), f"{value.children[0]} is not an extern instance")
         return self.extern_by_name[sym.qname]
@@ -625,7 +618,7 @@ class Elaborator:
             isinstance(callee, Tree) and callee.data in ("name_ref", "top_ref", "prefixed_name", "top_name")
         ):
             raise type_error(self.source.pos(node), "expected an action call")
-        sym = self.lookup_sym(str(callee.children[0]), callee, ctx)
+        sym = self.exprs.lookup_sym(str(callee.children[0]), callee, ctx)
         if sym.kind != "action" or sym.tree is None:
             raise type_error(self.source.pos(callee), f"{callee.children[0]} is not an action")
         allowed = {a.name: a.scope for a in table.actions}
@@ -645,7 +638,7 @@ class Elaborator:
             )
         values = []
         for p, a in zip(params, args, strict=True):
-            v = self.coerce(self.expr(a, ctx), self.decls.resolve_type(p.children[2]), a)
+            v = self.exprs.coerce(self.exprs.expr(a, ctx), self.decls.resolve_type(p.children[2]), a)
             if v.const is None:
                 raise type_error(self.source.pos(a), "action data in a table must be a compile-time constant")
             values.append(int(v.const))
@@ -694,7 +687,7 @@ class Elaborator:
             for g in given:
                 if str(g.children[0]) != "priority":
                     raise type_error(self.source.pos(g), "expected `priority = N :` before the keyset")
-                self.const_int(g.children[1], ctx)
+                self.exprs.const_int(g.children[1], ctx)
         if not needs_priority:
             return entries
         bmv2 = []
@@ -712,10 +705,10 @@ class Elaborator:
         full = (1 << kt.w) - 1
 
         def value(n: Node) -> int:
-            v = self.expr(n, ctx)  # constants of the control too
+            v = self.exprs.expr(n, ctx)  # constants of the control too
             if v.t == BOOL and v.const is not None and kt == bit(1):  # isValid() keys: true / false
                 v = const(int(v.const), kt)
-            v = self.coerce(v, kt, n)
+            v = self.exprs.coerce(v, kt, n)
             if v.const is None:
                 raise type_error(self.source.pos(n), "entry keys must be compile-time constants")
             return int(v.const) & full
@@ -837,7 +830,7 @@ class Elaborator:
         result = None
         if final is not None and kids(final):
             outer, ctx.pre = ctx.pre, []
-            value = self.coerce(self.expr(kids(final)[0], ctx), rtype, final)
+            value = self.exprs.coerce(self.exprs.expr(kids(final)[0], ctx), rtype, final)
             var = ctx.add_local(f"{sym.qname}_result", rtype, self.source.pos(final))
             ref = ir.Var(var, rtype.to_ir())
             body.extend(ctx.pre + [ir.Assign(ref, value.expr, self.source.src(final))])
@@ -870,7 +863,7 @@ class Elaborator:
                     )
                 copy_out.append(ir.Assign(target.expr, ref, str(pos)))
             if direction != "dir_out":
-                out.append(ir.Assign(ref, self.coerce(a, t, node).expr, str(pos)))
+                out.append(ir.Assign(ref, self.exprs.coerce(a, t, node).expr, str(pos)))
         return out, copy_out, scope
 
     def inline_control(
@@ -903,7 +896,7 @@ class Elaborator:
                 continue
             if p.children[1].data in ("dir_out", "dir_inout"):
                 raise type_error(self.source.pos(node), f"argument for {pname} must be an lvalue of type {t}")
-            value = self.coerce(a, t, node)
+            value = self.exprs.coerce(a, t, node)
             var = ctx.add_local(pname, t, self.source.pos(p))
             scope[pname] = Sym("var", t, var, readonly=True)
             out.append(ir.Assign(ir.Var(var, t.to_ir()), value.expr, str(pos)))
@@ -958,10 +951,10 @@ class Elaborator:
         if d == "var_decl":
             return self.var_decl(node, ctx)
         if d == "assignment":
-            lhs = self.expr(node.children[0], ctx)
+            lhs = self.exprs.expr(node.children[0], ctx)
             return self.assign(lhs, node.children[1], ctx, node)
         if d == "if_stmt":
-            cond = self.expr(node.children[0], ctx)
+            cond = self.exprs.expr(node.children[0], ctx)
             if cond.t != BOOL:
                 raise type_error(
                     self.source.pos(node.children[0]), f"if condition must be bool, got {cond.t}"
@@ -1008,7 +1001,7 @@ class Elaborator:
             raise type_error(self.source.pos(node), "the left side of an assignment must be an lvalue")
         if rhs_node.data in ("list_expr", "struct_expr") and lhs.t.k in ("header", "struct"):
             return self.assign_fields(lhs, rhs_node, ctx, node)
-        rhs = self.coerce(self.expr(rhs_node, ctx), lhs.t, rhs_node)
+        rhs = self.exprs.coerce(self.exprs.expr(rhs_node, ctx), lhs.t, rhs_node)
         return [ir.Assign(lhs.expr, rhs.expr, self.source.src(node))]
 
     def assign_fields(self, lhs: Value, rhs_node: PTree, ctx: Ctx, node: PTree) -> list[ir.Stmt]:
@@ -1051,7 +1044,7 @@ class Elaborator:
         return out + [ir.SetInvalid(elem(i), src) for i in vacated]
 
     def switch(self, node: PTree, ctx: Ctx) -> list[ir.Stmt]:
-        subject = self.expr(node.children[0], ctx)
+        subject = self.exprs.expr(node.children[0], ctx)
         if subject.t.is_bits or subject.t.k in ("enum", "error"):
             return self.switch_value(node, subject, ctx)
         if subject.t.k != "action_run":
@@ -1066,7 +1059,7 @@ class Elaborator:
             if isinstance(label, Tree) and label.data == "default_label":
                 action = None
             else:
-                sym = self.lookup_sym(self.name(label), label, ctx)
+                sym = self.exprs.lookup_sym(self.name(label), label, ctx)
                 if sym.kind != "action" or sym.qname not in names:
                     raise type_error(
                         self.source.pos(label), f"{self.name(label)} is not an action of {table_name}"
@@ -1098,10 +1091,10 @@ class Elaborator:
             if isinstance(label, Tree) and label.data == "default_label":
                 test = None
             else:
-                value = self.coerce(self.expr(label, ctx), subject.t, label)
+                value = self.exprs.coerce(self.exprs.expr(label, ctx), subject.t, label)
                 if value.const is None:
                     raise type_error(self.source.pos(label), "switch labels must be compile-time constants")
-                test = self.binop_ir("==", ref, value, BOOL).expr
+                test = self.exprs.binop_ir("==", ref, value, BOOL).expr
             if case.children[1] is None:
                 if test is None:
                     raise type_error(self.source.pos(case), "default label needs a body")
@@ -1120,7 +1113,7 @@ class Elaborator:
         return head + tail
 
     def call_stmt(self, node: PTree, ctx: Ctx) -> list[ir.Stmt]:
-        callee = self.expr(node.children[0], ctx)
+        callee = self.exprs.expr(node.children[0], ctx)
         targs = (
             [self.decls.resolve_type(t) for t in kids(kids(node.children[1])[1])] if node.children[1] else []
         )
@@ -1138,19 +1131,19 @@ class Elaborator:
         pos = self.source.pos(node)
         kind = callee.t.k
         if kind == "extern_fn" and callee.t.name == "static_assert":
-            return [], self.static_assert([self.expr(a, ctx) for a in arg_nodes], pos)
+            return [], self.static_assert([self.exprs.expr(a, ctx) for a in arg_nodes], pos)
         if ctx is None:
             raise type_error(pos, "calls are not allowed in constant expressions")
         if kind == "action":
             if not as_stmt:
                 raise type_error(pos, "an action call is a statement")
             return self.inline_action(
-                callee.extra["sym"], self.operands(arg_nodes, ctx), arg_nodes, pos, ctx
+                callee.extra["sym"], self.effects.operands(arg_nodes, ctx), arg_nodes, pos, ctx
             ), None
         if kind == "extern_fn":
             return self.extern_fn(callee.t.name, arg_nodes, targs, node, ctx), None
         if kind == "function":
-            args = self.operands(arg_nodes, ctx)
+            args = self.effects.operands(arg_nodes, ctx)
             stmts, result = self.inline_function(callee.extra["sym"], args, arg_nodes, pos, ctx)
             if as_stmt:
                 return stmts, None
@@ -1165,7 +1158,7 @@ class Elaborator:
         base: Value = callee.extra["base"]
         method: str = callee.extra["method"]
         src = str(pos)
-        args = [self.expr(a, ctx) for a in arg_nodes]
+        args = [self.exprs.expr(a, ctx) for a in arg_nodes]
         bk = base.t.k
         if bk == "header" and method in ("isValid", "setValid", "setInvalid"):
             self.arity(args, 0, pos, method)
@@ -1180,7 +1173,7 @@ class Elaborator:
             return [], const(bits if method == "minSizeInBits" else (bits + 7) // 8, bit(32))
         if bk == "stack" and method in ("push_front", "pop_front"):
             self.arity(args, 1, pos, method)
-            count = self.coerce(args[0], bit(32), arg_nodes[0]).const
+            count = self.exprs.coerce(args[0], bit(32), arg_nodes[0]).const
             if count is None:
                 raise type_error(self.source.pos(arg_nodes[0]), f"{method} needs a constant count")
             return self.shift_stack(base, int(count), method == "push_front", src), None
@@ -1236,7 +1229,7 @@ class Elaborator:
             return [ir.Extract(h.expr, str(pos))], None
         if method == "advance":
             self.arity(args, 1, pos, method)
-            bits = self.coerce(args[0], bit(32), nodes[0])
+            bits = self.exprs.coerce(args[0], bit(32), nodes[0])
             return [ir.Advance(bits.expr, str(pos))], None
         if method == "lookahead":
             if len(targs) == 1 and targs[0].k == "header":
@@ -1254,7 +1247,7 @@ class Elaborator:
         if v.t.k == "struct":
             out: list[Value] = []
             for fname, ft in self.decls.members(v.t):
-                out.extend(self.headers_in(self.member_value(v, fname, ft), node))
+                out.extend(self.headers_in(self.exprs.member_value(v, fname, ft), node))
             return out
         if v.t.k == "stack":
             ht = Type("header", name=v.t.name)
@@ -1262,9 +1255,6 @@ class Elaborator:
         if v.t.k in ("bit", "int", "bool", "error", "enum"):
             return []
         raise type_error(self.source.pos(node), f"cannot emit {v.t}")
-
-    def member_value(self, base: Value, fname: str, ft: Type) -> Value:
-        return Value(ir.Member(base.expr, fname, ft.to_ir()), ft, lv=base.lv)
 
     def flatten(self, v: Value, node: Node) -> list[Value]:
         """The bit fields of a {...} list, struct or header, in order (hash, checksum, digest, log data)."""
@@ -1278,7 +1268,7 @@ class Elaborator:
             return [
                 x
                 for fname, ft in self.decls.members(v.t)
-                for x in self.flatten(self.member_value(v, fname, ft), node)
+                for x in self.flatten(self.exprs.member_value(v, fname, ft), node)
             ]
         if v.t.k == "infint":
             raise type_error(
@@ -1308,7 +1298,7 @@ class Elaborator:
         handler_name = _EXTERN_FN_HANDLERS.get(name)
         if handler_name is None:
             raise unsupported(pos, f"extern function {name}")
-        call = _ExternCall(name, [self.expr(a, ctx) for a in nodes], nodes, targs, pos, ctx)
+        call = _ExternCall(name, [self.exprs.expr(a, ctx) for a in nodes], nodes, targs, pos, ctx)
         arity = _EXTERN_FN_ARITY.get(name)
         if arity is not None:
             self.arity(call.args, arity, pos, name)
@@ -1318,7 +1308,7 @@ class Elaborator:
     def fn_verify(self, c: _ExternCall) -> ir.Stmt:
         if c.ctx.kind != "parser":
             raise type_error(c.pos, "verify is only available in a parser")
-        cond = self.coerce(c.args[0], BOOL, c.nodes[0])
+        cond = self.exprs.coerce(c.args[0], BOOL, c.nodes[0])
         if c.args[1].t != ERROR or c.args[1].const is None:
             raise type_error(self.source.pos(c.nodes[1]), "verify needs an error constant")
         return ir.Verify(cond.expr, str(c.args[1].const), str(c.pos))
@@ -1331,10 +1321,10 @@ class Elaborator:
 
     def fn_clone(self, c: _ExternCall) -> ir.Stmt:
         clone_type = self.enum_member(c.args[0], "CloneType", c.nodes[0])
-        session = self.coerce(c.args[1], bit(32), c.nodes[1]).expr
+        session = self.exprs.coerce(c.args[1], bit(32), c.nodes[1]).expr
         field_list = None
         if c.name == "clone_preserving_field_list":
-            index = self.coerce(c.args[2], bit(8), c.nodes[2]).const
+            index = self.exprs.coerce(c.args[2], bit(8), c.nodes[2]).const
             if index is None:
                 raise type_error(self.source.pos(c.nodes[2]), "the field list index must be a constant")
             field_list = self.field_list_paths(self.meta_type, int(index))
@@ -1343,8 +1333,8 @@ class Elaborator:
     def fn_hash(self, c: _ExternCall) -> ir.Stmt:
         args, nodes = c.args, c.nodes
         result = self.bit_result(args[0], nodes[0], "hash")
-        base = self.coerce(args[2], result.t if args[2].t.k == "infint" else args[2].t, nodes[2])
-        hmax = self.coerce(args[4], bit(32) if args[4].t.k == "infint" else args[4].t, nodes[4])
+        base = self.exprs.coerce(args[2], result.t if args[2].t.k == "infint" else args[2].t, nodes[2])
+        hmax = self.exprs.coerce(args[4], bit(32) if args[4].t.k == "infint" else args[4].t, nodes[4])
         return ir.Call(
             c.name,
             algorithm=self.enum_member(args[1], "HashAlgorithm", nodes[1]),
@@ -1355,7 +1345,7 @@ class Elaborator:
 
     def fn_random(self, c: _ExternCall) -> ir.Stmt:
         result = self.bit_result(c.args[0], c.nodes[0], "random")
-        lo, hi = (self.coerce(a, result.t, n) for a, n in zip(c.args[1:], c.nodes[1:], strict=True))
+        lo, hi = (self.exprs.coerce(a, result.t, n) for a, n in zip(c.args[1:], c.nodes[1:], strict=True))
         return ir.Call(c.name, args=(result.expr, lo.expr, hi.expr), src=str(c.pos))
 
     def fn_digest(self, c: _ExternCall) -> ir.Stmt:
@@ -1363,7 +1353,7 @@ class Elaborator:
 
     def fn_checksum(self, c: _ExternCall) -> ir.Stmt:
         args, nodes = c.args, c.nodes
-        cond = self.coerce(args[0], BOOL, nodes[0])
+        cond = self.exprs.coerce(args[0], BOOL, nodes[0])
         csum = self.lvalue(args[2], nodes[2]) if c.name.startswith("update") else args[2]
         if csum.t.k != "bit":
             raise type_error(self.source.pos(nodes[2]), f"checksum must be bit<W>, got {csum.t}")
@@ -1382,7 +1372,7 @@ class Elaborator:
         return ir.Call(c.name, format=str(c.args[0].const), args=tuple(data), src=str(c.pos))
 
     def fn_assert(self, c: _ExternCall) -> ir.Stmt:
-        return ir.Call(c.name, args=(self.coerce(c.args[0], BOOL, c.nodes[0]).expr,), src=str(c.pos))
+        return ir.Call(c.name, args=(self.exprs.coerce(c.args[0], BOOL, c.nodes[0]).expr,), src=str(c.pos))
 
     def bit_result(self, v: Value, node: Node, what: str) -> Value:
         """The `out` result argument of hash/random: a bit<W> lvalue."""
@@ -1406,7 +1396,7 @@ class Elaborator:
         return ir.Call(
             "clone_preserving_field_list" if paths else "clone",
             self.enum_member(args[0], "CloneType", nodes[0]),
-            args=(self.coerce(args[1], bit(32), nodes[1]).expr,),
+            args=(self.exprs.coerce(args[1], bit(32), nodes[1]).expr,),
             field_list=tuple(paths) if paths else None,
             src=str(c.pos),
         )
@@ -1436,15 +1426,15 @@ class Elaborator:
                 raise type_error(
                     self.source.pos(nodes[1]), f"digest struct {t.name} has {len(fields)} fields"
                 )
-            values = [self.coerce(i, ft, nodes[1]) for i, (_, ft) in zip(items, fields, strict=True)]
+            values = [self.exprs.coerce(i, ft, nodes[1]) for i, (_, ft) in zip(items, fields, strict=True)]
         elif args[1].t == t:
-            values = [self.member_value(args[1], fname, ft) for fname, ft in fields]
+            values = [self.exprs.member_value(args[1], fname, ft) for fname, ft in fields]
         else:
             raise type_error(self.source.pos(nodes[1]), f"digest data of type {args[1].t}, expected {t}")
         for (fname, ft), _ in zip(fields, values, strict=True):
             if not ft.is_bits:
                 raise unsupported(self.source.pos(nodes[1]), f"digest field {fname} of type {ft}")
-        receiver = self.coerce(args[0], bit(32), nodes[0]).const
+        receiver = self.exprs.coerce(args[0], bit(32), nodes[0]).const
         self.digests.setdefault(
             t.name, ir.DigestType(t.name, tuple(ir.DigestField(f, ft.to_ir()) for f, ft in fields))
         )
@@ -1460,7 +1450,7 @@ class Elaborator:
         def index(i: int) -> ir.Expr:
             v = args[i]
             if v.t.k == "infint":
-                v = self.coerce(v, bit(32), nodes[i])
+                v = self.exprs.coerce(v, bit(32), nodes[i])
             if v.t.k != "bit":
                 raise type_error(self.source.pos(nodes[i]), f"index must be bit<W>, got {v.t}")
             return v.expr
@@ -1493,184 +1483,8 @@ class Elaborator:
             ir_args = [result(0, from_ir(inst.type)), index(1)]
         else:
             assert isinstance(inst, ir.Register)
-            ir_args = [index(0), self.coerce(args[1], from_ir(inst.type), nodes[1]).expr]
+            ir_args = [index(0), self.exprs.coerce(args[1], from_ir(inst.type), nodes[1]).expr]
         return [ir.MethodCall(inst.name, method, tuple(ir_args), src)]
-
-    def pre_mark(self, ctx: Ctx | None) -> int:
-        return len(ctx.pre) if ctx is not None and ctx.pre is not None else 0
-
-    def take_pre(self, ctx: Ctx | None, mark: int) -> list[ir.Stmt]:
-        """The statements queued since `mark`, removed from ctx.pre (to run them conditionally)."""
-        if ctx is None or ctx.pre is None:
-            return []
-        taken = ctx.pre[mark:]
-        del ctx.pre[mark:]
-        return taken
-
-    def operands(self, nodes: list[Node], ctx: Ctx | None) -> list[Value]:
-        """Evaluate left to right; a value a later operand's call could change is read into a temporary."""
-        values: list[Value] = []
-        ends: list[int] = []
-        for n in nodes:
-            values.append(self.expr(n, ctx))
-            ends.append(self.pre_mark(ctx))
-        for i in range(len(values) - 2, -1, -1):
-            if ends[-1] > ends[i]:
-                values[i] = self.spill(values[i], ends[i], ctx, nodes[i])
-        return values
-
-    def spill(self, v: Value, at: int, ctx: Ctx | None, node: Node) -> Value:
-        """Copy a run-time value to a fresh local by a statement inserted at ctx.pre[at]."""
-        if ctx is None or ctx.pre is None or v.const is not None or v.node is None:
-            return v
-        if v.t.k not in ("bit", "int", "bool", "header", "struct", "error", "enum"):
-            return v
-        ref = ir.Var(ctx.add_local("tmp", v.t, self.source.pos(node)), v.t.to_ir())
-        ctx.pre.insert(at, ir.Assign(ref, v.expr, self.source.src(node)))
-        return Value(ref, v.t, extra={"lvalue": v} if v.lv else {})
-
-    def short_circuit(self, node: PTree, ctx: Ctx | None, op: str) -> Value:
-        """`a && b`, `a || b`: b (and the calls in it) is evaluated only when a does not decide."""
-        a = self.coerce(self.expr(node.children[0], ctx), BOOL, node.children[0])
-        mark = self.pre_mark(ctx)
-        b = self.coerce(self.expr(node.children[-1], ctx), BOOL, node.children[-1])
-        b_pre = self.take_pre(ctx, mark)
-        if a.const is not None:
-            if bool(a.const) == (op == "||"):
-                return const(bool(a.const), BOOL)
-            if ctx is not None and ctx.pre is not None:
-                ctx.pre.extend(b_pre)
-            return b
-        if not b_pre:
-            return self.binop_ir(op, a, b, BOOL)
-        assert ctx is not None and ctx.pre is not None
-        ref = ir.Var(ctx.add_local("cond", BOOL, self.source.pos(node)), ir.TBool())
-        test: ir.Expr = ref if op == "&&" else ir.Unary("!", ref, ir.TBool())
-        src = self.source.src(node)
-        then = (*b_pre, ir.Assign(ref, b.expr, src))
-        ctx.pre += [ir.Assign(ref, a.expr, src), ir.If(test, then, (), src)]
-        return Value(ref, BOOL)
-
-    def lookup_sym(self, name: str, node: Node, ctx: Ctx | None) -> Sym:
-        scopes = ctx.scopes if ctx else [self.decls.globals]
-        for scope in reversed(scopes):
-            if name in scope:
-                return scope[name]
-        raise type_error(self.source.pos(node), f"unknown name {name}")
-
-    def sym_value(self, sym: Sym, name: str, node: Node) -> Value:
-        if sym.kind == "var":
-            return Value(ir.Var(sym.qname, sym.t.to_ir()), sym.t, lv=not sym.readonly)
-        if sym.kind == "const":
-            assert sym.value is not None
-            return sym.value
-        if sym.kind == "table":
-            return Value(None, Type("table", name=sym.qname))
-        if sym.kind == "action":
-            return Value(None, Type("action", name=sym.qname), extra={"sym": sym})
-        if sym.kind == "inst":
-            inst = self.extern_by_name[sym.qname]
-            return Value(None, Type("extern", name=sym.t.name), extra={"inst": inst})
-        if sym.kind == "extern_fn":
-            return Value(None, Type("extern_fn", name=name))
-        if sym.kind == "alias":
-            assert sym.value is not None
-            return sym.value
-        if sym.kind == "subcontrol":
-            return Value(None, Type("subcontrol", name=sym.qname), extra={"sym": sym})
-        if sym.kind == "function":
-            return Value(None, Type("function", name=sym.qname), extra={"sym": sym})
-        raise type_error(self.source.pos(node), f"{name} cannot be used here")
-
-    def expr(self, node: Node, ctx: Ctx | None) -> Value:
-        if isinstance(node, Token):
-            raise type_error(self.source.pos(node), f"unexpected {node}")
-        handler: Callable[[PTree, Ctx | None], Value] | None = getattr(self, "x_" + node.data, None)
-        if handler is None:
-            raise unsupported(self.source.pos(node), f"expression {node.data}")
-        return handler(node, ctx)
-
-    def x_int_lit(self, node: PTree, ctx: Ctx | None) -> Value:
-        value, t = parse_int(str(node.children[0]))
-        return const(value, t)
-
-    def x_string_lit(self, node: PTree, ctx: Ctx | None) -> Value:
-        s = str(node.children[0])[1:-1]
-        return Value(None, STRING, s)
-
-    def x_true_lit(self, node: PTree, ctx: Ctx | None) -> Value:
-        return const(True, BOOL)
-
-    def x_false_lit(self, node: PTree, ctx: Ctx | None) -> Value:
-        return const(False, BOOL)
-
-    def x_name_ref(self, node: PTree, ctx: Ctx | None) -> Value:
-        name = str(node.children[0])
-        return self.sym_value(self.lookup_sym(name, node, ctx), name, node)
-
-    x_prefixed_name = x_name_ref
-
-    def x_top_ref(self, node: PTree, ctx: Ctx | None) -> Value:
-        name = str(node.children[0])
-        return self.sym_value(self.lookup_sym(name, node, None), name, node)
-
-    x_top_name = x_top_ref
-
-    def x_type_member(self, node: PTree, ctx: Ctx | None) -> Value:
-        tname = str(node.children[0])
-        member = self.name(node.children[1])
-        if ctx is not None and any(tname in scope for scope in ctx.scopes[1:]):
-            # a variable or instance that shadows a type of the same name (e.g. `packet_out`)
-            base = self.sym_value(self.lookup_sym(tname, node, ctx), tname, node)
-            return self.member_of(base, member, node, ctx)
-        kind, info = self.decls.types.get(tname, ("", None))
-        if kind == "enum":
-            if member not in self.decls.enums[tname]:
-                raise type_error(self.source.pos(node), f"{tname} has no member {member}")
-            t = Type("enum", name=tname)
-            return Value(ir.Const(member, t.to_ir()), t, member)
-        if kind == "serenum":
-            base, members = info
-            if member not in members:
-                raise type_error(self.source.pos(node), f"{tname} has no member {member}")
-            return const(members[member], base)
-        raise unsupported(self.source.pos(node), f"member access on type {tname}")
-
-    def x_error_member(self, node: PTree, ctx: Ctx | None) -> Value:
-        member = self.name(node.children[0])
-        if member not in self.decls.errors:
-            raise type_error(self.source.pos(node), f"unknown error {member}")
-        return Value(ir.Const(member, ir.TError()), ERROR, member)
-
-    def x_member(self, node: PTree, ctx: Ctx | None) -> Value:
-        return self.member_of(self.expr(node.children[0], ctx), self.name(node.children[1]), node, ctx)
-
-    def member_of(self, base: Value, member: str, node: PTree, ctx: Ctx | None) -> Value:
-        t = base.t
-        if t.k == "lookahead_header":
-            return self.lookahead_field(t.name, member, node)
-        if t.k in ("header", "struct"):
-            for fname, ft in self.decls.members(t):
-                if fname == member:
-                    return self.member_value(base, fname, ft)
-            if t.k == "struct":
-                raise type_error(self.source.pos(node.children[1]), f"{t} has no field {member}")
-        if t.k == "apply_result":
-            if member in ("hit", "miss"):
-                if member == "hit":
-                    return Value(ir.TableHit(t.name, ir.TBool()), BOOL)
-                return Value(ir.TableMiss(t.name, ir.TBool()), BOOL)
-            if member == "action_run":
-                return Value(None, Type("action_run", name=t.name))
-        if t.k == "stack" and member == "size":
-            return const(t.size, bit(32))
-        if t.k == "stack" and member in ("next", "last", "lastIndex"):
-            return self.stack_position(base, member, node, ctx)
-        if t.k in ("header", "table", "packet_in", "packet_out", "extern", "stack", "subcontrol"):
-            return Value(None, Type("method"), extra={"base": base, "method": member})
-        raise type_error(self.source.pos(node.children[1]), f"{t} has no member {member}")
-
-    x_lv_member = x_member
 
     def stack_position(self, stack: Value, member: str, node: PTree, ctx: Ctx | None) -> Value:
         """`.next`/`.last`/`.lastIndex` in an unrolled parser state: constant positions in the stack."""
@@ -1700,302 +1514,6 @@ class Elaborator:
                 return Value(sliced if t.k == "bit" else ir.Cast(sliced, t.to_ir()), t)
             offset += f.w
         raise type_error(self.source.pos(node.children[1]), f"header {header} has no field {member}")
-
-    def x_index(self, node: PTree, ctx: Ctx | None) -> Value:
-        base = self.expr(node.children[0], ctx)
-        if base.t.k != "stack":
-            raise type_error(self.source.pos(node), f"cannot index {base.t}")
-        idx = self.expr(node.children[1], ctx)
-        if not isinstance(idx.const, int) or isinstance(idx.const, bool):
-            raise unsupported(self.source.pos(node.children[1]), "header stack index that is not a constant")
-        if not 0 <= idx.const < base.t.size:
-            raise type_error(
-                self.source.pos(node.children[1]), f"index {idx.const} out of bounds of {base.t}"
-            )
-        ht = Type("header", name=base.t.name)
-        return Value(ir.Index(base.expr, idx.const, ht.to_ir()), ht, lv=base.lv)
-
-    x_lv_index = x_index
-
-    def x_slice(self, node: PTree, ctx: Ctx | None) -> Value:
-        base = self.expr(node.children[0], ctx)
-        hi, lo = self.const_int(node.children[1], ctx), self.const_int(node.children[2], ctx)
-        if not base.t.is_bits:
-            raise type_error(self.source.pos(node), f"cannot slice {base.t}")
-        if not base.t.w > hi >= lo >= 0:
-            raise type_error(self.source.pos(node), f"slice [{hi}:{lo}] out of range for {base.t}")
-        t = bit(hi - lo + 1)
-        if base.const is not None:
-            return const(int(base.const) >> lo, t)
-        return Value(ir.Slice(base.expr, hi, lo, t.to_ir()), t, lv=base.lv)
-
-    x_lv_slice = x_slice
-
-    def x_call(self, node: PTree, ctx: Ctx | None) -> Value:
-        callee = self.expr(node.children[0], ctx)
-        return self.call_value(callee, node.children[1], [], node, ctx)
-
-    def x_generic_call(self, node: PTree, ctx: Ctx | None) -> Value:
-        callee = self.expr(node.children[0], ctx)
-        targs_node = next(c for c in node.children if isinstance(c, Tree) and c.data == "type_args")
-        args_node = node.children[-1]
-        return self.call_value(
-            callee, args_node, [self.decls.resolve_type(t) for t in kids(targs_node)], node, ctx
-        )
-
-    def call_value(
-        self, callee: Value, args: PTree, targs: list[Type], node: PTree, ctx: Ctx | None
-    ) -> Value:
-        stmts, v = self.call(callee, args, targs, node, ctx, as_stmt=False)
-        if v is None or stmts:
-            raise type_error(self.source.pos(node), "this call does not return a value")
-        return v
-
-    def x_ctor_call(self, node: PTree, ctx: Ctx | None) -> Value:
-        raise unsupported(self.source.pos(node), "instantiation inside an expression")
-
-    def x_this_ref(self, node: PTree, ctx: Ctx | None) -> Value:
-        raise unsupported(self.source.pos(node), "this")
-
-    def x_list_expr(self, node: PTree, ctx: Ctx | None) -> Value:
-        nodes = kids(kids(node)[0]) if kids(node) else []
-        items = self.operands(nodes, ctx)
-        return Value(None, Type("list"), extra={"items": items, "nodes": nodes})
-
-    def x_struct_expr(self, node: PTree, ctx: Ctx | None) -> Value:
-        raise unsupported(self.source.pos(node), "struct initializer outside an assignment")
-
-    def x_cast(self, node: PTree, ctx: Ctx | None) -> Value:
-        t = self.decls.resolve_type(node.children[0])
-        v = self.expr(node.children[1], ctx)
-        src = v.t
-        if src == t:
-            return v
-        ok = (t.is_bits and (src.is_bits or src.k == "infint" or (src.k == "bool" and t == bit(1)))) or (
-            t == BOOL and src in (bit(1), INFINT)
-        )
-        if not ok:
-            raise type_error(self.source.pos(node), f"cannot cast {src} to {t}")
-        if v.const is not None:
-            if t == BOOL:
-                return const(bool(v.const), BOOL)
-            return const(int(v.const), t)
-        if src.k == "infint":
-            return self.coerce(v, t, node)  # (bit<8>) (c ? 1 : 2)
-        return Value(ir.Cast(v.expr, t.to_ir()), t)
-
-    def coerce(self, v: Value, t: Type, node: Node) -> Value:
-        """Implicit conversion: integer literals take the expected type; anything else must match exactly."""
-        if v.t == t or t == ANY:
-            return v
-        if v.t.k == "infint" and t.is_bits and v.const is not None:
-            return const(int(v.const), t)
-        if v.t.k == "infint" and t.is_bits and "mux" in v.extra:
-            cond, a, b = v.extra["mux"]
-            a, b = self.coerce(a, t, node), self.coerce(b, t, node)
-            return Value(ir.Mux(cond.expr, a.expr, b.expr, t.to_ir()), t)
-        if v.t.k == "infint" and v.const is None:
-            raise type_error(
-                self.source.pos(node), "cannot infer the width of this integer expression; give it a width"
-            )
-        raise type_error(self.source.pos(node), f"expected {t}, got {v.t}")
-
-    def unify(self, a: Value, b: Value, op: str, node: PTree) -> tuple[Value, Value]:
-        if a.t.k == "infint" and b.t.is_bits:
-            a = self.coerce(a, b.t, node)
-        elif b.t.k == "infint" and a.t.is_bits:
-            b = self.coerce(b, a.t, node)
-        if a.t != b.t:
-            raise type_error(self.source.pos(node), f"{op}: cannot operate on {a.t} and {b.t}")
-        if a.t.k == "infint" and (a.const is None or b.const is None):
-            raise type_error(
-                self.source.pos(node),
-                f"{op}: cannot infer the width of an integer expression; give it a width",
-            )
-        return a, b
-
-    def binary(self, node: PTree, ctx: Ctx | None, op: str) -> Value:
-        if op in ("&&", "||"):
-            return self.short_circuit(node, ctx, op)
-        a, b = self.operands([node.children[0], node.children[-1]], ctx)
-        if op in ("<<", ">>"):
-            return self.shift(a, b, op, node)
-        a, b = self.unify(a, b, op, node)
-        t = a.t
-        if op in ("==", "!="):
-            if t.k in ("header", "struct", "stack", "list", "string"):
-                raise unsupported(self.source.pos(node), f"{op} on {t}")
-            if a.const is not None and b.const is not None:
-                return const((a.const == b.const) == (op == "=="), BOOL)
-            return self.binop_ir(op, a, b, BOOL)
-        if not (t.is_bits or t.k == "infint"):
-            raise type_error(self.source.pos(node), f"{op} is not defined on {t}")
-        if op in ("/", "%") and t.k == "int":
-            raise unsupported(self.source.pos(node), f"{op} on signed values")
-        if op in ("<", ">", "<=", ">="):
-            if a.const is not None and b.const is not None:
-                x, y = int(a.const), int(b.const)
-                return const({"<": x < y, ">": x > y, "<=": x <= y, ">=": x >= y}[op], BOOL)
-            return self.binop_ir(op, a, b, BOOL)
-        if a.const is not None and b.const is not None:
-            return const(self.fold(op, int(a.const), int(b.const), t, node), t)
-        if op in ("/", "%"):  # as BMv2: no run-time division; constants were folded above
-            raise unsupported(self.source.pos(node), f"{op} of values known only at run time")
-        return self.binop_ir(op, a, b, t)
-
-    def fold(self, op: str, x: int, y: int, t: Type, node: PTree) -> int:
-        if op in ("/", "%") and y == 0:
-            raise type_error(self.source.pos(node), "division by zero")
-        if op in ("|+|", "|-|"):
-            r = x + y if op == "|+|" else x - y
-            if t.k == "bit":
-                return max(0, min(r, (1 << t.w) - 1))
-            if t.k == "int":
-                return max(-(1 << (t.w - 1)), min(r, (1 << (t.w - 1)) - 1))
-            return r
-        ops: dict[str, Callable[[int, int], int]] = {
-            "+": lambda p, q: p + q,
-            "-": lambda p, q: p - q,
-            "*": lambda p, q: p * q,
-            "/": lambda p, q: p // q,
-            "%": lambda p, q: p % q,
-            "&": lambda p, q: p & q,
-            "|": lambda p, q: p | q,
-            "^": lambda p, q: p ^ q,
-        }
-        return wrap(ops[op](x, y), t)
-
-    def binop_ir(self, op: str, a: Value, b: Value, t: Type) -> Value:
-        return Value(ir.Binary(op, a.expr, b.expr, t.to_ir()), t)
-
-    def shift(self, a: Value, b: Value, op: str, node: PTree) -> Value:
-        if (
-            b.t.k == "int"
-            or (b.t.k == "infint" and int(b.const or 0) < 0)
-            or not (b.t.is_bits or b.t.k == "infint")
-        ):
-            raise type_error(self.source.pos(node), f"{op}: the shift amount must be unsigned, got {b.t}")
-        if not (a.t.is_bits or a.t.k == "infint"):
-            raise type_error(self.source.pos(node), f"{op} is not defined on {a.t}")
-        unknown = [v for v in (a, b) if v.t.k == "infint" and v.const is None]
-        if unknown or (a.t.k == "infint" and b.const is None):
-            raise type_error(self.source.pos(node), f"{op}: cannot infer the width of an integer expression")
-        if b.t.k == "infint":
-            b = const(int(b.const or 0), bit(max(int(b.const or 0).bit_length(), 1)))
-        if a.const is not None and b.const is not None:
-            x, y = int(a.const), int(b.const)
-            return const(x << y if op == "<<" else x >> y, a.t)
-        return self.binop_ir(op, a, b, a.t)
-
-    def x_concat(self, node: PTree, ctx: Ctx | None) -> Value:
-        a, b = self.operands([node.children[0], node.children[1]], ctx)
-        if not (a.t.is_bits and b.t.is_bits):
-            raise type_error(self.source.pos(node), f"++ needs bit<W>/int<W> operands, got {a.t} and {b.t}")
-        t = Type(a.t.k, a.t.w + b.t.w)
-        if a.const is not None and b.const is not None:
-            return const((int(a.const) << b.t.w) | wrap(int(b.const), bit(b.t.w)), t)
-        return Value(ir.Concat(a.expr, b.expr, t.to_ir()), t)
-
-    def unary(self, node: PTree, ctx: Ctx | None, op: str) -> Value:
-        v = self.expr(node.children[0], ctx)
-        if op == "!":
-            v = self.coerce(v, BOOL, node.children[0])
-            if v.const is not None:
-                return const(not v.const, BOOL)
-        elif op == "~":
-            if not v.t.is_bits:
-                raise type_error(self.source.pos(node), f"~ needs bit<W>/int<W>, got {v.t}")
-            if v.const is not None:
-                return const(~int(v.const), v.t)
-        else:
-            if not (v.t.is_bits or (v.t.k == "infint" and v.const is not None)):
-                raise type_error(self.source.pos(node), f"- is not defined on {v.t}")
-            if v.const is not None:
-                return const(-int(v.const), v.t)
-        return Value(ir.Unary(op, v.expr, v.t.to_ir()), v.t)
-
-    def x_mux(self, node: PTree, ctx: Ctx | None) -> Value:
-        cond = self.coerce(self.expr(node.children[0], ctx), BOOL, node.children[0])
-        mark = self.pre_mark(ctx)
-        a = self.expr(node.children[1], ctx)
-        a_pre = self.take_pre(ctx, mark)
-        b = self.expr(node.children[2], ctx)
-        b_pre = self.take_pre(ctx, mark)
-        if cond.const is not None:
-            if ctx is not None and ctx.pre is not None:
-                ctx.pre.extend(a_pre if cond.const else b_pre)
-            return a if cond.const else b
-        if a_pre or b_pre:
-            return self.mux_with_calls(node, ctx, cond, (a, a_pre), (b, b_pre))
-        if a.t.k == "infint" and b.t.k == "infint":
-            # `c ? 1 : 0`: the width comes from where the value goes (see coerce)
-            return Value(None, INFINT, extra={"mux": (cond, a, b)})
-        a, b = self.unify(a, b, "?:", node)
-        return Value(ir.Mux(cond.expr, a.expr, b.expr, a.t.to_ir()), a.t)
-
-    def mux_with_calls(
-        self,
-        node: PTree,
-        ctx: Ctx | None,
-        cond: Value,
-        then: tuple[Value, list[ir.Stmt]],
-        other: tuple[Value, list[ir.Stmt]],
-    ) -> Value:
-        """`c ? f(x) : g(y)`: an if/else that runs only the chosen branch's calls, into a temporary."""
-        assert ctx is not None and ctx.pre is not None
-        a, b = self.unify(then[0], other[0], "?:", node)
-        ref = ir.Var(ctx.add_local("mux", a.t, self.source.pos(node)), a.t.to_ir())
-        src = self.source.src(node)
-        branch_a = (*then[1], ir.Assign(ref, a.expr, src))
-        branch_b = (*other[1], ir.Assign(ref, b.expr, src))
-        ctx.pre.append(ir.If(cond.expr, branch_a, branch_b, src))
-        return Value(ref, a.t)
-
-    def x_pos_op(self, node: PTree, ctx: Ctx | None) -> Value:
-        return self.expr(node.children[0], ctx)
-
-
-_BINOPS = {
-    "add_op": "+",
-    "sub_op": "-",
-    "mul_op": "*",
-    "div_op": "/",
-    "mod_op": "%",
-    "sadd_op": "|+|",
-    "ssub_op": "|-|",
-    "band_op": "&",
-    "bor_op": "|",
-    "bxor_op": "^",
-    "eq_op": "==",
-    "ne_op": "!=",
-    "lt_op": "<",
-    "gt_op": ">",
-    "le_op": "<=",
-    "ge_op": ">=",
-    "land_op": "&&",
-    "lor_op": "||",
-    "shl_op": "<<",
-    "shr_op": ">>",
-}
-
-
-_UNOPS = {"not_op": "!", "inv_op": "~", "neg_op": "-"}
-
-
-def _bind(
-    op: str, method: Callable[[Elaborator, PTree, Ctx | None, str], Value]
-) -> Callable[[Elaborator, PTree, Ctx | None], Value]:
-    def handler(self: Elaborator, node: PTree, ctx: Ctx | None) -> Value:
-        return method(self, node, ctx, op)
-
-    return handler
-
-
-for _data, _op in _BINOPS.items():
-    setattr(Elaborator, "x_" + _data, _bind(_op, Elaborator.binary))
-
-for _data, _op in _UNOPS.items():
-    setattr(Elaborator, "x_" + _data, _bind(_op, Elaborator.unary))
 
 
 __all__ = ["Elaborator", "P4Error"]

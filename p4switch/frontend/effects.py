@@ -1,0 +1,97 @@
+"""Side effects in P4's order: operands left to right, only what && || ?: evaluate."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from p4switch import ir
+from p4switch.frontend.scope import Ctx, Part
+from p4switch.frontend.source import Node, PTree
+from p4switch.frontend.types import (
+    BOOL,
+    Value,
+    const,
+)
+
+if TYPE_CHECKING:
+    from p4switch.frontend.elaborate import Elaborator
+
+
+class Effects(Part):
+    """Side effects in P4's order: operands left to right, only what && || ?: evaluate."""
+
+    def __init__(self, fe: Elaborator) -> None:
+        super().__init__(fe)
+
+    def pre_mark(self, ctx: Ctx | None) -> int:
+        return len(ctx.pre) if ctx is not None and ctx.pre is not None else 0
+
+    def take_pre(self, ctx: Ctx | None, mark: int) -> list[ir.Stmt]:
+        """The statements queued since `mark`, removed from ctx.pre (to run them conditionally)."""
+        if ctx is None or ctx.pre is None:
+            return []
+        taken = ctx.pre[mark:]
+        del ctx.pre[mark:]
+        return taken
+
+    def operands(self, nodes: list[Node], ctx: Ctx | None) -> list[Value]:
+        """Evaluate left to right; a value a later operand's call could change is read into a temporary."""
+        values: list[Value] = []
+        ends: list[int] = []
+        for n in nodes:
+            values.append(self.fe.exprs.expr(n, ctx))
+            ends.append(self.pre_mark(ctx))
+        for i in range(len(values) - 2, -1, -1):
+            if ends[-1] > ends[i]:
+                values[i] = self.spill(values[i], ends[i], ctx, nodes[i])
+        return values
+
+    def spill(self, v: Value, at: int, ctx: Ctx | None, node: Node) -> Value:
+        """Copy a run-time value to a fresh local by a statement inserted at ctx.pre[at]."""
+        if ctx is None or ctx.pre is None or v.const is not None or v.node is None:
+            return v
+        if v.t.k not in ("bit", "int", "bool", "header", "struct", "error", "enum"):
+            return v
+        ref = ir.Var(ctx.add_local("tmp", v.t, self.pos(node)), v.t.to_ir())
+        ctx.pre.insert(at, ir.Assign(ref, v.expr, self.src(node)))
+        return Value(ref, v.t, extra={"lvalue": v} if v.lv else {})
+
+    def short_circuit(self, node: PTree, ctx: Ctx | None, op: str) -> Value:
+        """`a && b`, `a || b`: b (and the calls in it) is evaluated only when a does not decide."""
+        a = self.fe.exprs.coerce(self.fe.exprs.expr(node.children[0], ctx), BOOL, node.children[0])
+        mark = self.pre_mark(ctx)
+        b = self.fe.exprs.coerce(self.fe.exprs.expr(node.children[-1], ctx), BOOL, node.children[-1])
+        b_pre = self.take_pre(ctx, mark)
+        if a.const is not None:
+            if bool(a.const) == (op == "||"):
+                return const(bool(a.const), BOOL)
+            if ctx is not None and ctx.pre is not None:
+                ctx.pre.extend(b_pre)
+            return b
+        if not b_pre:
+            return self.fe.exprs.binop_ir(op, a, b, BOOL)
+        assert ctx is not None and ctx.pre is not None
+        ref = ir.Var(ctx.add_local("cond", BOOL, self.pos(node)), ir.TBool())
+        test: ir.Expr = ref if op == "&&" else ir.Unary("!", ref, ir.TBool())
+        src = self.src(node)
+        then = (*b_pre, ir.Assign(ref, b.expr, src))
+        ctx.pre += [ir.Assign(ref, a.expr, src), ir.If(test, then, (), src)]
+        return Value(ref, BOOL)
+
+    def mux_with_calls(
+        self,
+        node: PTree,
+        ctx: Ctx | None,
+        cond: Value,
+        then: tuple[Value, list[ir.Stmt]],
+        other: tuple[Value, list[ir.Stmt]],
+    ) -> Value:
+        """`c ? f(x) : g(y)`: an if/else that runs only the chosen branch's calls, into a temporary."""
+        assert ctx is not None and ctx.pre is not None
+        a, b = self.fe.exprs.unify(then[0], other[0], "?:", node)
+        ref = ir.Var(ctx.add_local("mux", a.t, self.pos(node)), a.t.to_ir())
+        src = self.src(node)
+        branch_a = (*then[1], ir.Assign(ref, a.expr, src))
+        branch_b = (*other[1], ir.Assign(ref, b.expr, src))
+        ctx.pre.append(ir.If(cond.expr, branch_a, branch_b, src))
+        return Value(ref, a.t)
