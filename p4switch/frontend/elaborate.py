@@ -17,18 +17,20 @@ from lark import Token, Tree
 
 from p4switch import ir
 from p4switch.frontend import p4info
+from p4switch.frontend.calls import Calls
 from p4switch.frontend.declarations import Declarations
 from p4switch.frontend.effects import Effects
 from p4switch.frontend.errors import P4Error, Pos, type_error, unsupported
 from p4switch.frontend.expressions import Expressions
+from p4switch.frontend.inlining import Inliner
 from p4switch.frontend.preprocess import SourceMap
 from p4switch.frontend.scope import Ctx, Sym
 from p4switch.frontend.source import Node, PTree, Source, kids, name_of, parse_int, read_annotations
+from p4switch.frontend.statements import Statements
 from p4switch.frontend.types import (
     BOOL,
     ERROR,
     STRING,
-    VOID,
     Type,
     Value,
     bit,
@@ -130,6 +132,9 @@ class Elaborator:
         self.decls = Declarations(self)
         self.exprs = Expressions(self)
         self.effects = Effects(self)
+        self.calls = Calls(self)
+        self.inliner = Inliner(self)
+        self.stmts = Statements(self)
 
     name = staticmethod(name_of)
     annos = staticmethod(read_annotations)
@@ -195,7 +200,7 @@ class Elaborator:
             if role == "parser":
                 self.parser_blocks.append(self.lower_parser(decl))
             else:
-                self.control_blocks.append(self.lower_control(decl))
+                self.control_blocks.append(self.stmts.lower_control(decl))
         return ir.Program(
             source=self.source.file,
             errors=tuple(self.decls.errors),
@@ -211,32 +216,13 @@ class Elaborator:
             pipeline=ir.Pipeline(**pipeline, headers_type=headers_type, metadata_type=self.meta_type),
         )
 
-    def new_ctx(self, decl: PTree, kind: str) -> Ctx:
-        head = decl.children[0]
-        name = self.name(head.children[1])
-        if kids(head)[2:] and isinstance(head.children[2], Tree) and head.children[2].data == "type_params":
-            raise unsupported(self.source.pos(head), f"generic {kind} declaration")
-        ctx = Ctx(name, kind, [self.decls.globals, {}], prefix=name)
-        for p in kids(head.children[3]):
-            pname = self.name(p.children[3])
-            t = self.decls.resolve_type(p.children[2])
-            if not t.in_ir:
-                raise unsupported(self.source.pos(p), f"a {kind} parameter of type {t}")
-            direction = {"dir_in": "in", "dir_out": "out", "dir_inout": "inout"}.get(
-                p.children[1].data, "none"
-            )
-            ctx.params.append(ir.Param(pname, direction, t.to_ir()))
-            ctx.used.add(pname)
-            ctx.scopes[-1][pname] = Sym("var", t, pname, readonly=direction == "in")
-        return ctx
-
     def lower_parser(self, decl: PTree) -> ir.Parser:
-        ctx = self.new_ctx(decl, "parser")
+        ctx = self.stmts.new_ctx(decl, "parser")
         body: list[ir.Stmt] = []
         states = [c for c in decl.children[2:] if isinstance(c, Tree) and c.data == "parser_state"]
         for c in decl.children[2:]:
             if isinstance(c, Tree) and c.data != "parser_state":
-                body.extend(self.local_decl(c, ctx))
+                body.extend(self.stmts.local_decl(c, ctx))
         names = {self.name(s.children[1]) for s in states}
         if "start" not in names:
             raise type_error(self.source.pos(decl), f"parser {ctx.block} has no start state")
@@ -291,7 +277,7 @@ class Elaborator:
         transition: ir.Transition
         try:
             for st in state.children[2:-1]:
-                body.extend(self.stmt(st, ctx))
+                body.extend(self.stmts.stmt(st, ctx))
             tr = state.children[-1]
             if tr is None:  # no transition statement: P4_16 says reject (p4c warns and accepts it)
                 transition = ir.Goto("reject")
@@ -350,52 +336,6 @@ class Elaborator:
         if node.data == "ks_range":
             return ir.KeysetRange(value(node.children[0]), value(node.children[1]))
         return ir.KeysetExact(value(node.children[0]))
-
-    def lower_control(self, decl: PTree) -> ir.Control:
-        ctx = self.new_ctx(decl, "control")
-        body: list[ir.Stmt] = []
-        for local in decl.children[2:-1]:
-            body.extend(self.local_decl(local, ctx))
-        body.extend(self.block(decl.children[-1], ctx))
-        return ir.Control(ctx.block, self.source.src(decl), tuple(ctx.params), tuple(ctx.locals), tuple(body))
-
-    def declared(self, node: Node, ctx: Ctx) -> str:
-        """The name a declaration introduces; refused if the same scope already has it."""
-        name = self.name(node)
-        if name in ctx.scopes[-1]:
-            raise type_error(self.source.pos(node), f"duplicate declaration of {name}")
-        return name
-
-    def local_decl(self, node: PTree, ctx: Ctx) -> list[ir.Stmt]:
-        scope = ctx.scopes[-1]
-        if node.data == "action_decl":
-            name = self.declared(node.children[1], ctx)
-            scope[name] = Sym(
-                "action",
-                tree=node,
-                qname=self.decls.fq(ctx.prefix, name, self.annos(node.children[0])),
-                control=ctx.block,
-            )
-            return []
-        if node.data == "table_decl":
-            name = self.declared(node.children[1], ctx)
-            fq = self.decls.fq(ctx.prefix, name, self.annos(node.children[0]))
-            scope[name] = Sym("table", qname=fq, control=ctx.block)
-            self.lower_table(node, fq, ctx)
-            return []
-        if node.data == "instantiation":
-            name = self.declared(node.children[3], ctx)
-            fq = self.decls.fq(ctx.prefix, name, self.annos(node.children[0]))
-            t = self.decls.resolve_type(node.children[1])
-            if t.k == "block":
-                if kids(node.children[2]):
-                    raise unsupported(self.source.pos(node), "constructor arguments of a control")
-                scope[name] = Sym("subcontrol", t, fq, tree=self.decls.types[t.name][1])
-                return []
-            scope[name] = Sym("inst", t, fq)
-            self.instantiate(t, kids(node.children[2]), fq, node, ctx, self.annos(node.children[0]))
-            return []
-        return self.stmt(node, ctx)
 
     def instantiate(
         self, t: Type, args: list[Any], fq: str, node: PTree, ctx: Ctx | None, annos: dict[str, list[Any]]
@@ -761,455 +701,13 @@ class Elaborator:
             params.append(ir.ActionParam(name=str(given[0]) if given else pname, var=var, type=t.to_ir()))
             actx.scopes[-1][pname] = Sym("var", t, var, readonly=True)
         actx.in_action += 1
-        body = self.block(tree.children[3], actx, new_scope=False)
+        body = self.stmts.block(tree.children[3], actx, new_scope=False)
         actx.in_action -= 1
         actx.scopes.pop()
         actx.sink = saved
         self.actions[sym.qname] = ir.Action(
             sym.qname, sym.control, self.source.src(tree), tuple(params), tuple(locals_), tuple(body)
         )
-
-    def inline_action(
-        self, sym: Sym, args: list[Value], arg_nodes: list[Node], pos: Pos, ctx: Ctx
-    ) -> list[ir.Stmt]:
-        """A direct call `a(x, y);`: copy-in to fresh locals, the body, copy-out of out/inout params."""
-        tree = sym.tree
-        assert tree is not None
-        if any(isinstance(n, Tree) and n.data == "return_stmt" for n in tree.iter_subtrees()):
-            raise unsupported(pos, "return inside a directly called action")
-        params = kids(tree.children[2])
-        if len(params) != len(args):
-            raise type_error(pos, f"action {sym.qname} takes {len(params)} arguments, got {len(args)}")
-        copy_in, copy_out, scope = self.bind_params(params, args, arg_nodes, pos, ctx)
-        saved_scopes = ctx.scopes
-        ctx.scopes = ([self.decls.globals] if sym.control is None else list(ctx.scopes)) + [scope]
-        if not ctx.in_action:
-            # As p4c (and so BMv2): an `exit` copies out the parameters of the action called from the
-            # control's body, not those of the actions that one calls.
-            ctx.exit_copy_out = copy_out
-            self.called_actions.append(sym.qname)
-            self.action_annos.setdefault(sym.qname, self.annos(tree.children[0]))
-        ctx.in_action += 1
-        body = self.block(tree.children[3], ctx, new_scope=False)
-        ctx.in_action -= 1
-        if not ctx.in_action:
-            ctx.exit_copy_out = []
-        ctx.scopes = saved_scopes
-        return copy_in + body + copy_out
-
-    def inline_function(
-        self, sym: Sym, args: list[Value], nodes: list[Node], pos: Pos, ctx: Ctx
-    ) -> tuple[list[ir.Stmt], Value | None]:
-        """A call of a P4 function: its body inlined like an action's; a final `return e;` gives the value.
-
-        Only a return at the very end is supported (no early returns), which keeps the body straight-line.
-        """
-        tree = sym.tree
-        assert tree is not None
-        fn_type = tree.children[1]
-        rtype = VOID if fn_type.data == "void_type" else self.decls.resolve_type(fn_type.children[0])
-        stmts = kids(tree.children[5])
-        final = stmts[-1] if stmts and stmts[-1].data == "return_stmt" else None
-        for n in tree.children[5].iter_subtrees():
-            if n.data == "return_stmt" and n is not final:
-                raise unsupported(self.source.pos(n), "return before the end of a function")
-        if rtype != VOID and (final is None or not kids(final)):
-            raise type_error(self.source.pos(tree), f"function {sym.qname} must end with `return <value>;`")
-        params = kids(tree.children[4])
-        if len(params) != len(args):
-            raise type_error(pos, f"function {sym.qname} takes {len(params)} arguments, got {len(args)}")
-        if sym.value is not None:
-            raise type_error(pos, f"function {sym.qname} calls itself")
-        sym.value = Value(None, VOID)  # marks the function as being inlined
-        copy_in, copy_out, scope = self.bind_params(params, args, nodes, pos, ctx)
-        saved = ctx.scopes
-        ctx.scopes = [self.decls.globals, scope]  # the callee sees only globals and its parameters
-        body: list[ir.Stmt] = []
-        for st in stmts[:-1] if final is not None else stmts:
-            body.extend(self.stmt(st, ctx))
-        result = None
-        if final is not None and kids(final):
-            outer, ctx.pre = ctx.pre, []
-            value = self.exprs.coerce(self.exprs.expr(kids(final)[0], ctx), rtype, final)
-            var = ctx.add_local(f"{sym.qname}_result", rtype, self.source.pos(final))
-            ref = ir.Var(var, rtype.to_ir())
-            body.extend(ctx.pre + [ir.Assign(ref, value.expr, self.source.src(final))])
-            ctx.pre = outer
-            result = Value(ref, rtype)
-        ctx.scopes = saved
-        sym.value = None
-        return copy_in + body + copy_out, result
-
-    def bind_params(
-        self, params: list[PTree], args: list[Value], arg_nodes: list[Node], pos: Pos, ctx: Ctx
-    ) -> tuple[list[ir.Stmt], list[ir.Stmt], dict[str, Sym]]:
-        """Copy-in/copy-out for an inlined call: fresh locals per parameter, the scope that names them."""
-        out: list[ir.Stmt] = []
-        copy_out: list[ir.Stmt] = []
-        scope: dict[str, Sym] = {}
-        for p, a, node in zip(params, args, arg_nodes, strict=True):
-            t = self.decls.resolve_type(p.children[2])
-            direction = p.children[1].data
-            var = ctx.add_local(self.name(p.children[3]), t, self.source.pos(p))
-            ref = ir.Var(var, t.to_ir())
-            scope[self.name(p.children[3])] = Sym("var", t, var, readonly=direction in ("dir_in", "dir_none"))
-            if direction in ("dir_out", "dir_inout"):
-                target: Value = a.extra.get("lvalue", a)  # the place, when its value was read earlier
-                if not target.lv:
-                    raise type_error(self.source.pos(node), "an out/inout argument must be an lvalue")
-                if a.t != t:
-                    raise type_error(
-                        self.source.pos(node), f"argument of type {a.t} for an out parameter of type {t}"
-                    )
-                copy_out.append(ir.Assign(target.expr, ref, str(pos)))
-            if direction != "dir_out":
-                out.append(ir.Assign(ref, self.exprs.coerce(a, t, node).expr, str(pos)))
-        return out, copy_out, scope
-
-    def inline_control(
-        self, sym: Sym, args: list[Value], nodes: list[Node], pos: Pos, ctx: Ctx
-    ) -> list[ir.Stmt]:
-        """`sub.apply(hdr, meta, sm)`: the sub-control's declarations and body, lowered into this block.
-
-        Its tables, actions and externs are named by the instance path (as p4c does:
-        "Ingress.sub.table"); lvalue arguments are passed by alias, other `in` arguments by a fresh local.
-        """
-        tree = sym.tree
-        assert tree is not None
-        if tree.data != "control_decl":
-            raise unsupported(pos, "applying a parser instance")
-        if sym.value is not None:
-            raise unsupported(pos, f"applying control instance {sym.qname} twice")
-        sym.value = Value(None, VOID)
-        if any(isinstance(n, Tree) and n.data == "return_stmt" for n in tree.iter_subtrees()):
-            raise unsupported(pos, "return inside an applied sub-control")
-        params = kids(tree.children[0].children[3])
-        self.arity(args, len(params), pos, f"{sym.qname}.apply")
-        scope: dict[str, Sym] = {}
-        out: list[ir.Stmt] = []
-        for p, a, node in zip(params, args, nodes, strict=True):
-            t = self.decls.resolve_type(p.children[2])
-            pname = self.name(p.children[3])
-            readonly = p.children[1].data in ("dir_in", "dir_none")
-            if a.lv and a.t == t:
-                scope[pname] = Sym("alias", t, value=Value(a.node, a.t, a.const, lv=not readonly))
-                continue
-            if p.children[1].data in ("dir_out", "dir_inout"):
-                raise type_error(self.source.pos(node), f"argument for {pname} must be an lvalue of type {t}")
-            value = self.exprs.coerce(a, t, node)
-            var = ctx.add_local(pname, t, self.source.pos(p))
-            scope[pname] = Sym("var", t, var, readonly=True)
-            out.append(ir.Assign(ir.Var(var, t.to_ir()), value.expr, str(pos)))
-        saved = ctx.scopes, ctx.prefix
-        ctx.scopes, ctx.prefix = [self.decls.globals, scope], sym.qname
-        for local in tree.children[2:-1]:
-            out.extend(self.local_decl(local, ctx))
-        out.extend(self.block(tree.children[-1], ctx))
-        ctx.scopes, ctx.prefix = saved
-        return out
-
-    def block(self, node: PTree, ctx: Ctx, new_scope: bool = True) -> list[ir.Stmt]:
-        if new_scope:
-            ctx.scopes.append({})
-        out: list[ir.Stmt] = []
-        for st in node.children:
-            if st is not None:
-                out.extend(self.stmt(st, ctx))
-        if new_scope:
-            ctx.scopes.pop()
-        return out
-
-    def stmt(self, node: PTree, ctx: Ctx) -> list[ir.Stmt]:
-        """Lower one statement, preceded by what the function calls in its expressions need."""
-        outer, ctx.pre = ctx.pre, []
-        try:
-            out = self.lower_stmt(node, ctx)
-            return ctx.pre + out
-        finally:
-            ctx.pre = outer
-
-    def lower_stmt(self, node: PTree, ctx: Ctx) -> list[ir.Stmt]:
-        d = node.data
-        src = self.source.src(node)
-        if d == "block":
-            return self.block(node, ctx)
-        if d == "annotated_block":  # @atomic { ... }: every block runs atomically in p4switch
-            return self.block(node.children[1], ctx)
-        if d == "empty_stmt":
-            return []
-        if d in ("exit_stmt", "return_stmt") and ctx.kind == "parser":
-            raise type_error(self.source.pos(node), f"{d.split('_')[0]} is not allowed in a parser")
-        if d == "exit_stmt":
-            return [*ctx.exit_copy_out, ir.Exit(src)]
-        if d == "return_stmt":
-            if kids(node):
-                raise unsupported(self.source.pos(node), "return with a value")
-            return [ir.Return(src)]
-        if d == "const_decl":
-            ctx.scopes[-1][self.declared(node.children[2], ctx)] = self.decls.make_const(node, ctx)
-            return []
-        if d == "var_decl":
-            return self.var_decl(node, ctx)
-        if d == "assignment":
-            lhs = self.exprs.expr(node.children[0], ctx)
-            return self.assign(lhs, node.children[1], ctx, node)
-        if d == "if_stmt":
-            cond = self.exprs.expr(node.children[0], ctx)
-            if cond.t != BOOL:
-                raise type_error(
-                    self.source.pos(node.children[0]), f"if condition must be bool, got {cond.t}"
-                )
-            called = len(self.called_actions)
-            then = self.branch(node.children[1], ctx)
-            then_called = self.called_actions[called:]
-            other = self.branch(node.children[2], ctx) if node.children[2] is not None else []
-            if cond.const is not None:  # the branch folded away calls no action (as in p4c's P4Info)
-                if cond.const:
-                    self.called_actions[called:] = then_called
-                else:
-                    del self.called_actions[called : called + len(then_called)]
-                return then if cond.const else other
-            return [ir.If(cond.expr, tuple(then), tuple(other), src)]
-        if d == "switch_stmt":
-            return self.switch(node, ctx)
-        if d == "call_stmt":
-            return self.call_stmt(node, ctx)
-        if d in ("instantiation", "action_decl", "table_decl"):
-            raise unsupported(self.source.pos(node), d.replace("_decl", "") + " inside a block")
-        raise unsupported(self.source.pos(node), d.replace("_", " "))
-
-    def branch(self, node: PTree, ctx: Ctx) -> list[ir.Stmt]:
-        ctx.scopes.append({})
-        out = self.stmt(node, ctx)
-        ctx.scopes.pop()
-        return out
-
-    def var_decl(self, node: PTree, ctx: Ctx) -> list[ir.Stmt]:
-        t = self.decls.resolve_type(node.children[1])
-        if t.k not in ("bit", "int", "bool", "header", "struct", "error", "enum"):
-            raise unsupported(self.source.pos(node), f"local variable of type {t}")
-        name = self.declared(node.children[2], ctx)
-        var = ctx.add_local(name, t, self.source.pos(node))
-        ctx.scopes[-1][name] = Sym("var", t, var)
-        if node.children[3] is None:
-            return []
-        lhs = Value(ir.Var(var, t.to_ir()), t, lv=True)
-        return self.assign(lhs, node.children[3], ctx, node)
-
-    def assign(self, lhs: Value, rhs_node: PTree, ctx: Ctx, node: PTree) -> list[ir.Stmt]:
-        if not lhs.lv:
-            raise type_error(self.source.pos(node), "the left side of an assignment must be an lvalue")
-        if rhs_node.data in ("list_expr", "struct_expr") and lhs.t.k in ("header", "struct"):
-            return self.assign_fields(lhs, rhs_node, ctx, node)
-        rhs = self.exprs.coerce(self.exprs.expr(rhs_node, ctx), lhs.t, rhs_node)
-        return [ir.Assign(lhs.expr, rhs.expr, self.source.src(node))]
-
-    def assign_fields(self, lhs: Value, rhs_node: PTree, ctx: Ctx, node: PTree) -> list[ir.Stmt]:
-        """`h = {a, b}` / `s = {x = 1, y = 2}`: one assignment per field (and setValid for a header)."""
-        fields = self.decls.members(lhs.t)
-        if rhs_node.data == "struct_expr":
-            given = {self.name(kv.children[0]): kv.children[1] for kv in kids(rhs_node)}
-            if set(given) != {f for f, _ in fields}:
-                raise type_error(
-                    self.source.pos(rhs_node), f"initializer does not name exactly the fields of {lhs.t}"
-                )
-            items = [given[f] for f, _ in fields]
-        else:
-            items = kids(kids(rhs_node)[0]) if kids(rhs_node) else []
-        if len(items) != len(fields):
-            raise type_error(
-                self.source.pos(rhs_node), f"{lhs.t} has {len(fields)} fields, initializer {len(items)}"
-            )
-        out: list[ir.Stmt] = []
-        if lhs.t.k == "header":
-            out.append(ir.SetValid(lhs.expr, self.source.src(node)))
-        for (fname, ft), item in zip(fields, items, strict=True):
-            target = Value(ir.Member(lhs.expr, fname, ft.to_ir()), ft, lv=True)
-            out.extend(self.assign(target, item, ctx, node))
-        return out
-
-    def shift_stack(self, stack: Value, count: int, push: bool, src: str) -> list[ir.Stmt]:
-        """push_front/pop_front as header copies (validity included) and setInvalid of the vacated slots."""
-        if not stack.lv:
-            raise type_error(Pos(src, 0, 0), "push_front/pop_front need an lvalue stack")
-        size = stack.t.size
-        ht = Type("header", name=stack.t.name)
-
-        def elem(i: int) -> ir.Expr:
-            return ir.Index(stack.expr, i, ht.to_ir())
-
-        moves = range(size - 1, count - 1, -1) if push else range(0, size - count)
-        out: list[ir.Stmt] = [ir.Assign(elem(i), elem(i - count if push else i + count), src) for i in moves]
-        vacated = range(min(count, size)) if push else range(max(size - count, 0), size)
-        return out + [ir.SetInvalid(elem(i), src) for i in vacated]
-
-    def switch(self, node: PTree, ctx: Ctx) -> list[ir.Stmt]:
-        subject = self.exprs.expr(node.children[0], ctx)
-        if subject.t.is_bits or subject.t.k in ("enum", "error"):
-            return self.switch_value(node, subject, ctx)
-        if subject.t.k != "action_run":
-            raise type_error(self.source.pos(node.children[0]), f"cannot switch on {subject.t}")
-        table_name = subject.t.name
-        table = next(t for t in self.tables if t.name == table_name)
-        names = {a.name for a in table.actions}
-        cases: list[ir.SwitchCase] = []
-        pending: list[str] = []
-        for case in node.children[1:]:
-            label = case.children[0]
-            if isinstance(label, Tree) and label.data == "default_label":
-                action = None
-            else:
-                sym = self.exprs.lookup_sym(self.name(label), label, ctx)
-                if sym.kind != "action" or sym.qname not in names:
-                    raise type_error(
-                        self.source.pos(label), f"{self.name(label)} is not an action of {table_name}"
-                    )
-                action = sym.qname
-            if case.children[1] is None:
-                if action is None:
-                    raise type_error(self.source.pos(case), "default label needs a body")
-                pending.append(action)
-                continue
-            body = self.block(case.children[1], ctx)
-            labels = None if action is None else tuple(pending + [action])
-            cases.append(ir.SwitchCase(labels, tuple(body)))
-            pending = []
-        if pending:
-            cases.append(ir.SwitchCase(tuple(pending), ()))
-        return [ir.Switch(table_name, tuple(cases), self.source.src(node))]
-
-    def switch_value(self, node: PTree, subject: Value, ctx: Ctx) -> list[ir.Stmt]:
-        """`switch (expr) { 1: 2: {...} default: {...} }` lowered to an if/else chain on a copy of expr."""
-        var = ctx.add_local("switch_value", subject.t, self.source.pos(node))
-        ref = Value(ir.Var(var, subject.t.to_ir()), subject.t)
-        src = self.source.src(node)
-        head: list[ir.Stmt] = [ir.Assign(ref.expr, subject.expr, src)]
-        chain: list[tuple[ir.Expr | None, list[ir.Stmt]]] = []
-        pending: list[ir.Expr] = []
-        for case in node.children[1:]:
-            label = case.children[0]
-            if isinstance(label, Tree) and label.data == "default_label":
-                test = None
-            else:
-                value = self.exprs.coerce(self.exprs.expr(label, ctx), subject.t, label)
-                if value.const is None:
-                    raise type_error(self.source.pos(label), "switch labels must be compile-time constants")
-                test = self.exprs.binop_ir("==", ref, value, BOOL).expr
-            if case.children[1] is None:
-                if test is None:
-                    raise type_error(self.source.pos(case), "default label needs a body")
-                pending.append(test)
-                continue
-            tests = pending + ([test] if test is not None else [])
-            cond = None if test is None else tests[0]
-            for t in tests[1:]:
-                assert cond is not None
-                cond = ir.Binary("||", cond, t, ir.TBool())
-            chain.append((cond, self.block(case.children[1], ctx)))
-            pending = []
-        tail: list[ir.Stmt] = []
-        for cond, body in reversed(chain):
-            tail = body if cond is None else [ir.If(cond, tuple(body), tuple(tail), src)]
-        return head + tail
-
-    def call_stmt(self, node: PTree, ctx: Ctx) -> list[ir.Stmt]:
-        callee = self.exprs.expr(node.children[0], ctx)
-        targs = (
-            [self.decls.resolve_type(t) for t in kids(kids(node.children[1])[1])] if node.children[1] else []
-        )
-        args_node = node.children[2]
-        stmts, _ = self.call(callee, args_node, targs, node, ctx, as_stmt=True)
-        return stmts
-
-    def call(
-        self, callee: Value, args_node: PTree, targs: list[Type], node: PTree, ctx: Ctx | None, as_stmt: bool
-    ) -> tuple[list[ir.Stmt], Value | None]:
-        arg_nodes = kids(args_node)
-        for a in arg_nodes:
-            if isinstance(a, Tree) and a.data in ("named_arg", "dontcare_arg"):
-                raise unsupported(self.source.pos(a), "named or don't-care arguments")
-        pos = self.source.pos(node)
-        kind = callee.t.k
-        if kind == "extern_fn" and callee.t.name == "static_assert":
-            return [], self.static_assert([self.exprs.expr(a, ctx) for a in arg_nodes], pos)
-        if ctx is None:
-            raise type_error(pos, "calls are not allowed in constant expressions")
-        if kind == "action":
-            if not as_stmt:
-                raise type_error(pos, "an action call is a statement")
-            return self.inline_action(
-                callee.extra["sym"], self.effects.operands(arg_nodes, ctx), arg_nodes, pos, ctx
-            ), None
-        if kind == "extern_fn":
-            return self.extern_fn(callee.t.name, arg_nodes, targs, node, ctx), None
-        if kind == "function":
-            args = self.effects.operands(arg_nodes, ctx)
-            stmts, result = self.inline_function(callee.extra["sym"], args, arg_nodes, pos, ctx)
-            if as_stmt:
-                return stmts, None
-            if result is None:
-                raise type_error(pos, f"function {callee.t.name} returns no value")
-            if ctx.pre is None:
-                raise unsupported(pos, "a function call outside statements and parser selects")
-            ctx.pre.extend(stmts)
-            return [], result
-        if kind != "method":
-            raise type_error(pos, "this expression cannot be called")
-        base: Value = callee.extra["base"]
-        method: str = callee.extra["method"]
-        src = str(pos)
-        args = [self.exprs.expr(a, ctx) for a in arg_nodes]
-        bk = base.t.k
-        if bk == "header" and method in ("isValid", "setValid", "setInvalid"):
-            self.arity(args, 0, pos, method)
-            if method == "isValid":
-                return [], Value(ir.IsValid(base.expr, ir.TBool()), BOOL)
-            if method == "setValid":
-                return [ir.SetValid(base.expr, src)], None
-            return [ir.SetInvalid(base.expr, src)], None
-        if bk == "header" and method in ("minSizeInBits", "minSizeInBytes"):
-            self.arity(args, 0, pos, method)
-            bits = self.decls.headers[base.t.name].bits
-            return [], const(bits if method == "minSizeInBits" else (bits + 7) // 8, bit(32))
-        if bk == "stack" and method in ("push_front", "pop_front"):
-            self.arity(args, 1, pos, method)
-            count = self.exprs.coerce(args[0], bit(32), arg_nodes[0]).const
-            if count is None:
-                raise type_error(self.source.pos(arg_nodes[0]), f"{method} needs a constant count")
-            return self.shift_stack(base, int(count), method == "push_front", src), None
-        if bk == "table" and method == "apply":
-            self.arity(args, 0, pos, method)
-            if ctx.in_action:
-                raise type_error(pos, f"table {base.t.name} cannot be applied inside an action")
-            if as_stmt:
-                return [ir.Apply(base.t.name, src)], None
-            return [], Value(None, Type("apply_result", name=base.t.name))
-        if bk == "subcontrol" and method == "apply":
-            if not as_stmt:
-                raise type_error(pos, "apply of a control is a statement")
-            return self.inline_control(base.extra["sym"], args, arg_nodes, pos, ctx), None
-        if bk == "packet_in":
-            return self.packet_in_call(method, args, targs, arg_nodes, node, ctx)
-        if bk == "packet_out" and method == "emit":
-            self.arity(args, 1, pos, method)
-            return [ir.Emit(h.expr, src) for h in self.headers_in(args[0], arg_nodes[0])], None
-        if bk == "extern" and "inst" in base.extra:
-            if not as_stmt:
-                raise type_error(pos, f"{method} does not return a value")
-            return self.extern_method(base.extra["inst"], method, args, arg_nodes, pos), None
-        raise type_error(pos, f"unknown method {method} of {base.t}")
-
-    def static_assert(self, args: list[Value], pos: Pos) -> Value:
-        """core.p4's static_assert(check[, message]): checked here; its value is true."""
-        if not 1 <= len(args) <= 2 or args[0].t != BOOL or args[0].const is None:
-            raise type_error(pos, "static_assert needs a compile-time bool and an optional message")
-        if not args[0].const:
-            raise type_error(pos, f"static assertion failed: {args[1].const if len(args) > 1 else ''}")
-        return const(True, BOOL)
-
-    def arity(self, args: list[Any], n: int, pos: Pos, what: str) -> None:
-        if len(args) != n:
-            raise type_error(pos, f"{what} takes {n} arguments, got {len(args)}")
 
     def packet_in_call(
         self, method: str, args: list[Value], targs: list[Type], nodes: list[Node], node: PTree, ctx: Ctx
@@ -1220,7 +718,7 @@ class Elaborator:
         if method == "extract":
             if len(args) == 2:
                 raise unsupported(pos, "extract of a variable-size header")
-            self.arity(args, 1, pos, method)
+            self.calls.arity(args, 1, pos, method)
             h = args[0]
             if h.t.k != "header" or not h.lv:
                 raise type_error(self.source.pos(nodes[0]), f"extract needs a header lvalue, got {h.t}")
@@ -1228,7 +726,7 @@ class Elaborator:
                 ctx.stack_next[h.extra["stack_key"]] = ctx.stack_next.get(h.extra["stack_key"], 0) + 1
             return [ir.Extract(h.expr, str(pos))], None
         if method == "advance":
-            self.arity(args, 1, pos, method)
+            self.calls.arity(args, 1, pos, method)
             bits = self.exprs.coerce(args[0], bit(32), nodes[0])
             return [ir.Advance(bits.expr, str(pos))], None
         if method == "lookahead":
@@ -1239,49 +737,6 @@ class Elaborator:
                 raise unsupported(pos, "lookahead of anything but bit<W>/int<W> or a header's fields")
             return [], Value(ir.Lookahead(targs[0].to_ir()), targs[0])
         raise unsupported(pos, f"packet_in.{method}")
-
-    def headers_in(self, v: Value, node: Node) -> list[Value]:
-        """The headers an emit of `v` writes, in order (structs are flattened, stacks element by element)."""
-        if v.t.k == "header":
-            return [v]
-        if v.t.k == "struct":
-            out: list[Value] = []
-            for fname, ft in self.decls.members(v.t):
-                out.extend(self.headers_in(self.exprs.member_value(v, fname, ft), node))
-            return out
-        if v.t.k == "stack":
-            ht = Type("header", name=v.t.name)
-            return [Value(ir.Index(v.expr, i, ht.to_ir()), ht, lv=v.lv) for i in range(v.t.size)]
-        if v.t.k in ("bit", "int", "bool", "error", "enum"):
-            return []
-        raise type_error(self.source.pos(node), f"cannot emit {v.t}")
-
-    def flatten(self, v: Value, node: Node) -> list[Value]:
-        """The bit fields of a {...} list, struct or header, in order (hash, checksum, digest, log data)."""
-        if v.t.k == "list":
-            return [
-                x
-                for item, n in zip(v.extra["items"], v.extra["nodes"], strict=True)
-                for x in self.flatten(item, n)
-            ]
-        if v.t.k in ("struct", "header"):
-            return [
-                x
-                for fname, ft in self.decls.members(v.t)
-                for x in self.flatten(self.exprs.member_value(v, fname, ft), node)
-            ]
-        if v.t.k == "infint":
-            raise type_error(
-                self.source.pos(node), "cannot infer the width of an integer literal here; give it a width"
-            )
-        if v.t.is_bits or v.t.k == "bool":
-            return [v]
-        raise type_error(self.source.pos(node), f"{v.t} cannot be used in a field list")
-
-    def lvalue(self, v: Value, node: Node) -> Value:
-        if not v.lv:
-            raise type_error(self.source.pos(node), "expected an lvalue (a variable, field or slice)")
-        return v
 
     def enum_member(self, v: Value, enum: str, node: Node) -> str:
         if v.t != Type("enum", name=enum) or v.const is None:
@@ -1301,7 +756,7 @@ class Elaborator:
         call = _ExternCall(name, [self.exprs.expr(a, ctx) for a in nodes], nodes, targs, pos, ctx)
         arity = _EXTERN_FN_ARITY.get(name)
         if arity is not None:
-            self.arity(call.args, arity, pos, name)
+            self.calls.arity(call.args, arity, pos, name)
         stmt: ir.Stmt = getattr(self, handler_name)(call)
         return [stmt]
 
@@ -1314,7 +769,7 @@ class Elaborator:
         return ir.Verify(cond.expr, str(c.args[1].const), str(c.pos))
 
     def fn_mark_to_drop(self, c: _ExternCall) -> ir.Stmt:
-        sm = self.lvalue(c.args[0], c.nodes[0])
+        sm = self.calls.lvalue(c.args[0], c.nodes[0])
         if sm.t != Type("struct", name="standard_metadata_t"):
             raise type_error(self.source.pos(c.nodes[0]), f"mark_to_drop needs standard_metadata, got {sm.t}")
         return ir.Call(c.name, args=(sm.expr,), src=str(c.pos))
@@ -1339,7 +794,7 @@ class Elaborator:
             c.name,
             algorithm=self.enum_member(args[1], "HashAlgorithm", nodes[1]),
             args=(result.expr, base.expr, hmax.expr),
-            data=tuple(x.expr for x in self.flatten(args[3], nodes[3])),
+            data=tuple(x.expr for x in self.calls.flatten(args[3], nodes[3])),
             src=str(c.pos),
         )
 
@@ -1354,21 +809,23 @@ class Elaborator:
     def fn_checksum(self, c: _ExternCall) -> ir.Stmt:
         args, nodes = c.args, c.nodes
         cond = self.exprs.coerce(args[0], BOOL, nodes[0])
-        csum = self.lvalue(args[2], nodes[2]) if c.name.startswith("update") else args[2]
+        csum = self.calls.lvalue(args[2], nodes[2]) if c.name.startswith("update") else args[2]
         if csum.t.k != "bit":
             raise type_error(self.source.pos(nodes[2]), f"checksum must be bit<W>, got {csum.t}")
         return ir.Call(
             c.name,
             algorithm=self.enum_member(args[3], "HashAlgorithm", nodes[3]),
             args=(cond.expr, csum.expr),
-            data=tuple(x.expr for x in self.flatten(args[1], nodes[1])),
+            data=tuple(x.expr for x in self.calls.flatten(args[1], nodes[1])),
             src=str(c.pos),
         )
 
     def fn_log_msg(self, c: _ExternCall) -> ir.Stmt:
         if not c.args or c.args[0].t != STRING:
             raise type_error(c.pos, "log_msg needs a format string")
-        data = [x.expr for a, n in zip(c.args[1:], c.nodes[1:], strict=True) for x in self.flatten(a, n)]
+        data = [
+            x.expr for a, n in zip(c.args[1:], c.nodes[1:], strict=True) for x in self.calls.flatten(a, n)
+        ]
         return ir.Call(c.name, format=str(c.args[0].const), args=tuple(data), src=str(c.pos))
 
     def fn_assert(self, c: _ExternCall) -> ir.Stmt:
@@ -1376,7 +833,7 @@ class Elaborator:
 
     def bit_result(self, v: Value, node: Node, what: str) -> Value:
         """The `out` result argument of hash/random: a bit<W> lvalue."""
-        result = self.lvalue(v, node)
+        result = self.calls.lvalue(v, node)
         if result.t.k != "bit":
             raise type_error(self.source.pos(node), f"{what} result must be bit<W>, got {result.t}")
         return result
@@ -1385,7 +842,7 @@ class Elaborator:
         """Deprecated clone3(type, session, {fields}): user-metadata fields in the list are preserved."""
         args, nodes = c.args, c.nodes
         paths = []
-        for item in self.flatten(args[2], nodes[2]):
+        for item in self.calls.flatten(args[2], nodes[2]):
             path: tuple[str, ...] = ()
             e = item.expr
             while isinstance(e, ir.Member):
@@ -1456,7 +913,7 @@ class Elaborator:
             return v.expr
 
         def result(i: int, want: Type | None = None) -> ir.Expr:
-            v = self.lvalue(args[i], nodes[i])
+            v = self.calls.lvalue(args[i], nodes[i])
             if v.t.k != "bit" or (want is not None and v.t != want):
                 raise type_error(self.source.pos(nodes[i]), f"result must be {want or 'bit<W>'}, got {v.t}")
             return v.expr
@@ -1471,7 +928,7 @@ class Elaborator:
         }
         if (kind, method) not in signature:
             raise type_error(pos, f"{kind} has no method {method}")
-        self.arity(args, signature[(kind, method)], pos, f"{kind}.{method}")
+        self.calls.arity(args, signature[(kind, method)], pos, f"{kind}.{method}")
         if method == "count":
             ir_args = [index(0)] if kind == "counter" else []
         elif method == "execute_meter":

@@ -209,7 +209,7 @@ class Expressions(Part):
     def call_value(
         self, callee: Value, args: PTree, targs: list[Type], node: PTree, ctx: Ctx | None
     ) -> Value:
-        stmts, v = self.fe.call(callee, args, targs, node, ctx, as_stmt=False)
+        stmts, v = self.fe.calls.call(callee, args, targs, node, ctx, as_stmt=False)
         if v is None or stmts:
             raise type_error(self.pos(node), "this call does not return a value")
         return v

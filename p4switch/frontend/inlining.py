@@ -1,0 +1,165 @@
+"""Inlining: direct action calls, functions and applied sub-controls, with copy-in/copy-out."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from lark import Tree
+
+from p4switch import ir
+from p4switch.frontend.errors import Pos, type_error, unsupported
+from p4switch.frontend.scope import Ctx, Part, Sym
+from p4switch.frontend.source import Node, PTree, kids
+from p4switch.frontend.types import (
+    VOID,
+    Value,
+)
+
+if TYPE_CHECKING:
+    from p4switch.frontend.elaborate import Elaborator
+
+
+class Inliner(Part):
+    """Inlining: direct action calls, functions and applied sub-controls, with copy-in/copy-out."""
+
+    def __init__(self, fe: Elaborator) -> None:
+        super().__init__(fe)
+
+    def inline_action(
+        self, sym: Sym, args: list[Value], arg_nodes: list[Node], pos: Pos, ctx: Ctx
+    ) -> list[ir.Stmt]:
+        """A direct call `a(x, y);`: copy-in to fresh locals, the body, copy-out of out/inout params."""
+        tree = sym.tree
+        assert tree is not None
+        if any(isinstance(n, Tree) and n.data == "return_stmt" for n in tree.iter_subtrees()):
+            raise unsupported(pos, "return inside a directly called action")
+        params = kids(tree.children[2])
+        if len(params) != len(args):
+            raise type_error(pos, f"action {sym.qname} takes {len(params)} arguments, got {len(args)}")
+        copy_in, copy_out, scope = self.bind_params(params, args, arg_nodes, pos, ctx)
+        saved_scopes = ctx.scopes
+        ctx.scopes = ([self.fe.decls.globals] if sym.control is None else list(ctx.scopes)) + [scope]
+        if not ctx.in_action:
+            # As p4c (and so BMv2): an `exit` copies out the parameters of the action called from the
+            # control's body, not those of the actions that one calls.
+            ctx.exit_copy_out = copy_out
+            self.fe.called_actions.append(sym.qname)
+            self.fe.action_annos.setdefault(sym.qname, self.annos(tree.children[0]))
+        ctx.in_action += 1
+        body = self.fe.stmts.block(tree.children[3], ctx, new_scope=False)
+        ctx.in_action -= 1
+        if not ctx.in_action:
+            ctx.exit_copy_out = []
+        ctx.scopes = saved_scopes
+        return copy_in + body + copy_out
+
+    def inline_function(
+        self, sym: Sym, args: list[Value], nodes: list[Node], pos: Pos, ctx: Ctx
+    ) -> tuple[list[ir.Stmt], Value | None]:
+        """A call of a P4 function: its body inlined like an action's; a final `return e;` gives the value.
+
+        Only a return at the very end is supported (no early returns), which keeps the body straight-line.
+        """
+        tree = sym.tree
+        assert tree is not None
+        fn_type = tree.children[1]
+        rtype = VOID if fn_type.data == "void_type" else self.fe.decls.resolve_type(fn_type.children[0])
+        stmts = kids(tree.children[5])
+        final = stmts[-1] if stmts and stmts[-1].data == "return_stmt" else None
+        for n in tree.children[5].iter_subtrees():
+            if n.data == "return_stmt" and n is not final:
+                raise unsupported(self.pos(n), "return before the end of a function")
+        if rtype != VOID and (final is None or not kids(final)):
+            raise type_error(self.pos(tree), f"function {sym.qname} must end with `return <value>;`")
+        params = kids(tree.children[4])
+        if len(params) != len(args):
+            raise type_error(pos, f"function {sym.qname} takes {len(params)} arguments, got {len(args)}")
+        if sym.value is not None:
+            raise type_error(pos, f"function {sym.qname} calls itself")
+        sym.value = Value(None, VOID)  # marks the function as being inlined
+        copy_in, copy_out, scope = self.bind_params(params, args, nodes, pos, ctx)
+        saved = ctx.scopes
+        ctx.scopes = [self.fe.decls.globals, scope]  # the callee sees only globals and its parameters
+        body: list[ir.Stmt] = []
+        for st in stmts[:-1] if final is not None else stmts:
+            body.extend(self.fe.stmts.stmt(st, ctx))
+        result = None
+        if final is not None and kids(final):
+            outer, ctx.pre = ctx.pre, []
+            value = self.fe.exprs.coerce(self.fe.exprs.expr(kids(final)[0], ctx), rtype, final)
+            var = ctx.add_local(f"{sym.qname}_result", rtype, self.pos(final))
+            ref = ir.Var(var, rtype.to_ir())
+            body.extend(ctx.pre + [ir.Assign(ref, value.expr, self.src(final))])
+            ctx.pre = outer
+            result = Value(ref, rtype)
+        ctx.scopes = saved
+        sym.value = None
+        return copy_in + body + copy_out, result
+
+    def bind_params(
+        self, params: list[PTree], args: list[Value], arg_nodes: list[Node], pos: Pos, ctx: Ctx
+    ) -> tuple[list[ir.Stmt], list[ir.Stmt], dict[str, Sym]]:
+        """Copy-in/copy-out for an inlined call: fresh locals per parameter, the scope that names them."""
+        out: list[ir.Stmt] = []
+        copy_out: list[ir.Stmt] = []
+        scope: dict[str, Sym] = {}
+        for p, a, node in zip(params, args, arg_nodes, strict=True):
+            t = self.fe.decls.resolve_type(p.children[2])
+            direction = p.children[1].data
+            var = ctx.add_local(self.name(p.children[3]), t, self.pos(p))
+            ref = ir.Var(var, t.to_ir())
+            scope[self.name(p.children[3])] = Sym("var", t, var, readonly=direction in ("dir_in", "dir_none"))
+            if direction in ("dir_out", "dir_inout"):
+                target: Value = a.extra.get("lvalue", a)  # the place, when its value was read earlier
+                if not target.lv:
+                    raise type_error(self.pos(node), "an out/inout argument must be an lvalue")
+                if a.t != t:
+                    raise type_error(
+                        self.pos(node), f"argument of type {a.t} for an out parameter of type {t}"
+                    )
+                copy_out.append(ir.Assign(target.expr, ref, str(pos)))
+            if direction != "dir_out":
+                out.append(ir.Assign(ref, self.fe.exprs.coerce(a, t, node).expr, str(pos)))
+        return out, copy_out, scope
+
+    def inline_control(
+        self, sym: Sym, args: list[Value], nodes: list[Node], pos: Pos, ctx: Ctx
+    ) -> list[ir.Stmt]:
+        """`sub.apply(hdr, meta, sm)`: the sub-control's declarations and body, lowered into this block.
+
+        Its tables, actions and externs are named by the instance path (as p4c does:
+        "Ingress.sub.table"); lvalue arguments are passed by alias, other `in` arguments by a fresh local.
+        """
+        tree = sym.tree
+        assert tree is not None
+        if tree.data != "control_decl":
+            raise unsupported(pos, "applying a parser instance")
+        if sym.value is not None:
+            raise unsupported(pos, f"applying control instance {sym.qname} twice")
+        sym.value = Value(None, VOID)
+        if any(isinstance(n, Tree) and n.data == "return_stmt" for n in tree.iter_subtrees()):
+            raise unsupported(pos, "return inside an applied sub-control")
+        params = kids(tree.children[0].children[3])
+        self.fe.calls.arity(args, len(params), pos, f"{sym.qname}.apply")
+        scope: dict[str, Sym] = {}
+        out: list[ir.Stmt] = []
+        for p, a, node in zip(params, args, nodes, strict=True):
+            t = self.fe.decls.resolve_type(p.children[2])
+            pname = self.name(p.children[3])
+            readonly = p.children[1].data in ("dir_in", "dir_none")
+            if a.lv and a.t == t:
+                scope[pname] = Sym("alias", t, value=Value(a.node, a.t, a.const, lv=not readonly))
+                continue
+            if p.children[1].data in ("dir_out", "dir_inout"):
+                raise type_error(self.pos(node), f"argument for {pname} must be an lvalue of type {t}")
+            value = self.fe.exprs.coerce(a, t, node)
+            var = ctx.add_local(pname, t, self.pos(p))
+            scope[pname] = Sym("var", t, var, readonly=True)
+            out.append(ir.Assign(ir.Var(var, t.to_ir()), value.expr, str(pos)))
+        saved = ctx.scopes, ctx.prefix
+        ctx.scopes, ctx.prefix = [self.fe.decls.globals, scope], sym.qname
+        for local in tree.children[2:-1]:
+            out.extend(self.fe.stmts.local_decl(local, ctx))
+        out.extend(self.fe.stmts.block(tree.children[-1], ctx))
+        ctx.scopes, ctx.prefix = saved
+        return out
