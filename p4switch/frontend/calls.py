@@ -107,7 +107,7 @@ class Calls(Part):
                 raise type_error(pos, "apply of a control is a statement")
             return self.fe.inliner.inline_control(base.extra["sym"], args, arg_nodes, pos, ctx), None
         if bk == "packet_in":
-            return self.fe.packet_in_call(method, args, targs, arg_nodes, node, ctx)
+            return self.fe.parsers.packet_in_call(method, args, targs, arg_nodes, node, ctx)
         if bk == "packet_out" and method == "emit":
             self.arity(args, 1, pos, method)
             return [ir.Emit(h.expr, src) for h in self.headers_in(args[0], arg_nodes[0])], None

@@ -7,9 +7,7 @@ wants field lists. Errors are P4Error at the original file:line:col.
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -23,6 +21,7 @@ from p4switch.frontend.effects import Effects
 from p4switch.frontend.errors import P4Error, Pos, type_error, unsupported
 from p4switch.frontend.expressions import Expressions
 from p4switch.frontend.inlining import Inliner
+from p4switch.frontend.parsers import Parsers
 from p4switch.frontend.preprocess import SourceMap
 from p4switch.frontend.scope import Ctx, Sym
 from p4switch.frontend.source import Node, PTree, Source, kids, name_of, parse_int, read_annotations
@@ -99,10 +98,6 @@ class _ExternCall:
     ctx: Ctx
 
 
-class _StackOutOfBounds(Exception):
-    """`.next`/`.last` beyond the stack in an unrolled parser state: the state rejects there."""
-
-
 __all__ = ["Elaborator", "P4Error"]
 
 
@@ -135,6 +130,7 @@ class Elaborator:
         self.calls = Calls(self)
         self.inliner = Inliner(self)
         self.stmts = Statements(self)
+        self.parsers = Parsers(self)
 
     name = staticmethod(name_of)
     annos = staticmethod(read_annotations)
@@ -198,7 +194,7 @@ class Elaborator:
         self.meta_type = self.decls.resolve_type(parser_params[2].children[2]).name
         for role, decl in decls:
             if role == "parser":
-                self.parser_blocks.append(self.lower_parser(decl))
+                self.parser_blocks.append(self.parsers.lower_parser(decl))
             else:
                 self.control_blocks.append(self.stmts.lower_control(decl))
         return ir.Program(
@@ -215,127 +211,6 @@ class Elaborator:
             digests=tuple(self.digests.values()),
             pipeline=ir.Pipeline(**pipeline, headers_type=headers_type, metadata_type=self.meta_type),
         )
-
-    def lower_parser(self, decl: PTree) -> ir.Parser:
-        ctx = self.stmts.new_ctx(decl, "parser")
-        body: list[ir.Stmt] = []
-        states = [c for c in decl.children[2:] if isinstance(c, Tree) and c.data == "parser_state"]
-        for c in decl.children[2:]:
-            if isinstance(c, Tree) and c.data != "parser_state":
-                body.extend(self.stmts.local_decl(c, ctx))
-        names = {self.name(s.children[1]) for s in states}
-        if "start" not in names:
-            raise type_error(self.source.pos(decl), f"parser {ctx.block} has no start state")
-        out_states = self.unroll_states({self.name(s.children[1]): s for s in states}, ctx, names)
-        if body:
-            out_states[0] = replace(out_states[0], body=tuple(body) + out_states[0].body)
-        return ir.Parser(
-            ctx.block, self.source.src(decl), tuple(ctx.params), tuple(ctx.locals), tuple(out_states)
-        )
-
-    def unroll_states(self, trees: dict[str, PTree], ctx: Ctx, names: set[str]) -> list[ir.ParserState]:
-        """Lower the states reachable from start, one copy per header-stack position (as p4c's unroller).
-
-        `.next`, `.last` and `.lastIndex` then become constant indices: a state reached with stack
-        positions other than all-zero is named `state@i` (one number per stack in use).
-        """
-        labels: dict[tuple[str, tuple[tuple[str, int], ...]], str] = {}
-        queue: list[tuple[str, tuple[tuple[str, int], ...]]] = []
-
-        def label(name: str, positions: dict[str, int]) -> str:
-            if name in ("accept", "reject"):
-                return name
-            key = (name, tuple(sorted((k, v) for k, v in positions.items() if v)))
-            if key not in labels:
-                text = name + "".join(f"@{v}" for _, v in key[1])
-                while text in labels.values():
-                    text += "'"
-                labels[key] = text
-                queue.append(key)
-            return labels[key]
-
-        label("start", {})
-        out: list[ir.ParserState] = []
-        while queue:
-            name, positions = queue.pop(0)
-            if len(out) > 1000:
-                raise unsupported(
-                    self.source.pos(trees[name]), "a parser that unrolls to more than 1000 states"
-                )
-            ctx.stack_next = dict(positions)
-            state = self.lower_state(trees[name], ctx, names, lambda n: label(n, ctx.stack_next or {}))
-            out.append(replace(state, name=labels[(name, positions)]))
-        ctx.stack_next = None
-        return out
-
-    def lower_state(
-        self, state: PTree, ctx: Ctx, names: set[str], goto: Callable[[str], str]
-    ) -> ir.ParserState:
-        ctx.scopes.append({})
-        body: list[ir.Stmt] = []
-        src = self.source.src(state)
-        transition: ir.Transition
-        try:
-            for st in state.children[2:-1]:
-                body.extend(self.stmts.stmt(st, ctx))
-            tr = state.children[-1]
-            if tr is None:  # no transition statement: P4_16 says reject (p4c warns and accepts it)
-                transition = ir.Goto("reject")
-            elif tr.data == "goto_transition":
-                transition = ir.Goto(goto(self.state_name(tr.children[0], names)))
-            else:
-                ctx.pre = []
-                select = self.lower_select(tr.children[0], ctx, names)
-                body.extend(ctx.pre)
-                ctx.pre = None
-                cases = [ir.SelectCase(case.keysets, goto(case.next)) for case in select.cases]
-                transition = ir.Select(select.keys, tuple(cases))
-        except _StackOutOfBounds:
-            body.append(ir.Verify(const(False, BOOL).expr, "StackOutOfBounds", src))
-            transition = ir.Goto("reject")
-        ctx.scopes.pop()
-        return ir.ParserState(self.name(state.children[1]), src, tuple(body), transition)
-
-    def state_name(self, node: Node, names: set[str]) -> str:
-        name = self.name(node)
-        if name not in names and name not in ("accept", "reject"):
-            raise type_error(self.source.pos(node), f"unknown parser state {name}")
-        return name
-
-    def lower_select(self, sel: PTree, ctx: Ctx, names: set[str]) -> ir.Select:
-        keys = [self.exprs.expr(k, ctx) for k in kids(sel.children[0])]
-        for k, node in zip(keys, kids(sel.children[0]), strict=True):
-            if not (k.t.is_bits or k.t.k == "bool"):
-                raise type_error(self.source.pos(node), f"select key of type {k.t}")
-        cases = []
-        for case in sel.children[1:]:
-            ks = case.children[0]
-            elems = kids(ks) if ks.data == "tuple_keyset" else [ks]
-            if len(elems) == 1 and elems[0].data == "ks_default":
-                elems = elems * len(keys)
-            if len(elems) != len(keys):
-                raise type_error(
-                    self.source.pos(ks), f"keyset has {len(elems)} elements, select has {len(keys)} keys"
-                )
-            keysets = tuple(self.keyset(e, k.t, ctx) for e, k in zip(elems, keys, strict=True))
-            cases.append(ir.SelectCase(keysets, self.state_name(case.children[1], names)))
-        return ir.Select(tuple(k.expr for k in keys), tuple(cases))
-
-    def keyset(self, node: PTree, t: Type, ctx: Ctx) -> ir.Keyset:
-        def value(n: Node) -> int:
-            v = self.exprs.coerce(self.exprs.expr(n, ctx), t, n)  # constants of the parser too
-            if v.const is None:
-                raise unsupported(self.source.pos(n), "non-constant keyset (value_set)")
-            return int(v.const)
-
-        if node.data == "ks_default":
-            return ir.KeysetDefault()
-        if node.data == "ks_mask":
-            mask = value(node.children[1])
-            return ir.KeysetMask(value(node.children[0]) & mask, mask)
-        if node.data == "ks_range":
-            return ir.KeysetRange(value(node.children[0]), value(node.children[1]))
-        return ir.KeysetExact(value(node.children[0]))
 
     def instantiate(
         self, t: Type, args: list[Any], fq: str, node: PTree, ctx: Ctx | None, annos: dict[str, list[Any]]
@@ -709,35 +584,6 @@ class Elaborator:
             sym.qname, sym.control, self.source.src(tree), tuple(params), tuple(locals_), tuple(body)
         )
 
-    def packet_in_call(
-        self, method: str, args: list[Value], targs: list[Type], nodes: list[Node], node: PTree, ctx: Ctx
-    ) -> tuple[list[ir.Stmt], Value | None]:
-        pos = self.source.pos(node)
-        if ctx.kind != "parser":
-            raise type_error(pos, f"packet.{method} is only available in a parser")
-        if method == "extract":
-            if len(args) == 2:
-                raise unsupported(pos, "extract of a variable-size header")
-            self.calls.arity(args, 1, pos, method)
-            h = args[0]
-            if h.t.k != "header" or not h.lv:
-                raise type_error(self.source.pos(nodes[0]), f"extract needs a header lvalue, got {h.t}")
-            if "stack_key" in h.extra and ctx.stack_next is not None:  # extract(s.next) advances s
-                ctx.stack_next[h.extra["stack_key"]] = ctx.stack_next.get(h.extra["stack_key"], 0) + 1
-            return [ir.Extract(h.expr, str(pos))], None
-        if method == "advance":
-            self.calls.arity(args, 1, pos, method)
-            bits = self.exprs.coerce(args[0], bit(32), nodes[0])
-            return [ir.Advance(bits.expr, str(pos))], None
-        if method == "lookahead":
-            if len(targs) == 1 and targs[0].k == "header":
-                # only its fields are used (`lookahead<h_t>().f`): member_of slices a bit lookahead
-                return [], Value(None, Type("lookahead_header", name=targs[0].name))
-            if len(targs) != 1 or not targs[0].is_bits:
-                raise unsupported(pos, "lookahead of anything but bit<W>/int<W> or a header's fields")
-            return [], Value(ir.Lookahead(targs[0].to_ir()), targs[0])
-        raise unsupported(pos, f"packet_in.{method}")
-
     def enum_member(self, v: Value, enum: str, node: Node) -> str:
         if v.t != Type("enum", name=enum) or v.const is None:
             raise type_error(self.source.pos(node), f"expected a {enum} constant, got {v.t}")
@@ -942,35 +788,6 @@ class Elaborator:
             assert isinstance(inst, ir.Register)
             ir_args = [index(0), self.exprs.coerce(args[1], from_ir(inst.type), nodes[1]).expr]
         return [ir.MethodCall(inst.name, method, tuple(ir_args), src)]
-
-    def stack_position(self, stack: Value, member: str, node: PTree, ctx: Ctx | None) -> Value:
-        """`.next`/`.last`/`.lastIndex` in an unrolled parser state: constant positions in the stack."""
-        if ctx is None or ctx.stack_next is None:
-            raise unsupported(self.source.pos(node.children[1]), f"header stack .{member} outside a parser")
-        key = json.dumps(ir.node_to_json(stack.expr), sort_keys=True)
-        nxt = ctx.stack_next.get(key, 0)
-        if member == "lastIndex":
-            return const(nxt - 1, bit(32))
-        index = nxt if member == "next" else nxt - 1
-        if not 0 <= index < stack.t.size:
-            raise _StackOutOfBounds()
-        ht = Type("header", name=stack.t.name)
-        elem = ir.Index(stack.expr, index, ht.to_ir())
-        return Value(elem, ht, lv=stack.lv, extra={"stack_key": key} if member == "next" else {})
-
-    def lookahead_field(self, header: str, member: str, node: PTree) -> Value:
-        """`pkt.lookahead<h_t>().f` as a slice of a lookahead of the whole header's bits."""
-        h = self.decls.headers[header]
-        offset = 0
-        for f in h.fields:
-            if f.name == member:
-                whole = ir.Lookahead(ir.TBit(h.bits))
-                hi = h.bits - 1 - offset
-                t = Type("int" if f.signed else "bit", f.w)
-                sliced = ir.Slice(whole, hi, hi - f.w + 1, ir.TBit(f.w))
-                return Value(sliced if t.k == "bit" else ir.Cast(sliced, t.to_ir()), t)
-            offset += f.w
-        raise type_error(self.source.pos(node.children[1]), f"header {header} has no field {member}")
 
 
 __all__ = ["Elaborator", "P4Error"]

@@ -142,7 +142,7 @@ class Expressions(Part):
     def member_of(self, base: Value, member: str, node: PTree, ctx: Ctx | None) -> Value:
         t = base.t
         if t.k == "lookahead_header":
-            return self.fe.lookahead_field(t.name, member, node)
+            return self.fe.parsers.lookahead_field(t.name, member, node)
         if t.k in ("header", "struct"):
             for fname, ft in self.fe.decls.members(t):
                 if fname == member:
@@ -159,7 +159,7 @@ class Expressions(Part):
         if t.k == "stack" and member == "size":
             return const(t.size, bit(32))
         if t.k == "stack" and member in ("next", "last", "lastIndex"):
-            return self.fe.stack_position(base, member, node, ctx)
+            return self.fe.parsers.stack_position(base, member, node, ctx)
         if t.k in ("header", "table", "packet_in", "packet_out", "extern", "stack", "subcontrol"):
             return Value(None, Type("method"), extra={"base": base, "method": member})
         raise type_error(self.pos(node.children[1]), f"{t} has no member {member}")
