@@ -43,8 +43,8 @@ class Inliner(Part):
             # As p4c (and so BMv2): an `exit` copies out the parameters of the action called from the
             # control's body, not those of the actions that one calls.
             ctx.exit_copy_out = copy_out
-            self.fe.called_actions.append(sym.qname)
-            self.fe.action_annos.setdefault(sym.qname, self.annos(tree.children[0]))
+            self.fe.tables.called_actions.append(sym.qname)
+            self.fe.tables.action_annos.setdefault(sym.qname, self.annos(tree.children[0]))
         ctx.in_action += 1
         body = self.fe.stmts.block(tree.children[3], ctx, new_scope=False)
         ctx.in_action -= 1

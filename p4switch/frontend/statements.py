@@ -75,7 +75,7 @@ class Statements(Part):
             name = self.declared(node.children[1], ctx)
             fq = self.fe.decls.fq(ctx.prefix, name, self.annos(node.children[0]))
             scope[name] = Sym("table", qname=fq, control=ctx.block)
-            self.fe.lower_table(node, fq, ctx)
+            self.fe.tables.lower_table(node, fq, ctx)
             return []
         if node.data == "instantiation":
             name = self.declared(node.children[3], ctx)
@@ -140,15 +140,15 @@ class Statements(Part):
             cond = self.fe.exprs.expr(node.children[0], ctx)
             if cond.t != BOOL:
                 raise type_error(self.pos(node.children[0]), f"if condition must be bool, got {cond.t}")
-            called = len(self.fe.called_actions)
+            called = len(self.fe.tables.called_actions)
             then = self.branch(node.children[1], ctx)
-            then_called = self.fe.called_actions[called:]
+            then_called = self.fe.tables.called_actions[called:]
             other = self.branch(node.children[2], ctx) if node.children[2] is not None else []
             if cond.const is not None:  # the branch folded away calls no action (as in p4c's P4Info)
                 if cond.const:
-                    self.fe.called_actions[called:] = then_called
+                    self.fe.tables.called_actions[called:] = then_called
                 else:
-                    del self.fe.called_actions[called : called + len(then_called)]
+                    del self.fe.tables.called_actions[called : called + len(then_called)]
                 return then if cond.const else other
             return [ir.If(cond.expr, tuple(then), tuple(other), src)]
         if d == "switch_stmt":
@@ -231,7 +231,7 @@ class Statements(Part):
         if subject.t.k != "action_run":
             raise type_error(self.pos(node.children[0]), f"cannot switch on {subject.t}")
         table_name = subject.t.name
-        table = next(t for t in self.fe.tables if t.name == table_name)
+        table = next(t for t in self.fe.tables.tables if t.name == table_name)
         names = {a.name for a in table.actions}
         cases: list[ir.SwitchCase] = []
         pending: list[str] = []
