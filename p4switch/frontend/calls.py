@@ -59,7 +59,7 @@ class Calls(Part):
                 callee.extra["sym"], self.fe.effects.operands(arg_nodes, ctx), arg_nodes, pos, ctx
             ), None
         if kind == "extern_fn":
-            return self.fe.extern_fn(callee.t.name, arg_nodes, targs, node, ctx), None
+            return self.fe.v1.extern_fn(callee.t.name, arg_nodes, targs, node, ctx), None
         if kind == "function":
             args = self.fe.effects.operands(arg_nodes, ctx)
             stmts, result = self.fe.inliner.inline_function(callee.extra["sym"], args, arg_nodes, pos, ctx)
@@ -114,7 +114,7 @@ class Calls(Part):
         if bk == "extern" and "inst" in base.extra:
             if not as_stmt:
                 raise type_error(pos, f"{method} does not return a value")
-            return self.fe.extern_method(base.extra["inst"], method, args, arg_nodes, pos), None
+            return self.fe.v1.extern_method(base.extra["inst"], method, args, arg_nodes, pos), None
         raise type_error(pos, f"unknown method {method} of {base.t}")
 
     def static_assert(self, args: list[Value], pos: Pos) -> Value:

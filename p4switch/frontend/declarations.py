@@ -169,7 +169,7 @@ class Declarations(Part):
             annos = self.annos(decl.children[0])
             fq = self.fq(None, name, annos)
             self.globals[name] = Sym("inst", t, fq)
-            self.fe.instantiate(t, kids(decl.children[2]), fq, decl, None, annos)
+            self.fe.v1.instantiate(t, kids(decl.children[2]), fq, decl, None, annos)
             return
         self.globals[name] = Sym("instance", tree=decl)
 

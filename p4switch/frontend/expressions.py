@@ -63,7 +63,7 @@ class Expressions(Part):
         if sym.kind == "action":
             return Value(None, Type("action", name=sym.qname), extra={"sym": sym})
         if sym.kind == "inst":
-            inst = self.fe.extern_by_name[sym.qname]
+            inst = self.fe.v1.extern_by_name[sym.qname]
             return Value(None, Type("extern", name=sym.t.name), extra={"inst": inst})
         if sym.kind == "extern_fn":
             return Value(None, Type("extern_fn", name=name))

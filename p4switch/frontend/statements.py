@@ -87,7 +87,7 @@ class Statements(Part):
                 scope[name] = Sym("subcontrol", t, fq, tree=self.fe.decls.types[t.name][1])
                 return []
             scope[name] = Sym("inst", t, fq)
-            self.fe.instantiate(t, kids(node.children[2]), fq, node, ctx, self.annos(node.children[0]))
+            self.fe.v1.instantiate(t, kids(node.children[2]), fq, node, ctx, self.annos(node.children[0]))
             return []
         return self.stmt(node, ctx)
 

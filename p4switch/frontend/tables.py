@@ -152,12 +152,12 @@ class Tables(Part):
             if inst.tag not in wanted:
                 raise type_error(self.pos(value), f"{pname} must be a {' or '.join(wanted)}, got {inst.tag}")
             if isinstance(inst, ir.ActionProfile | ir.ActionSelector):
-                self.fe.extern_by_name[inst.name] = replace(inst, tables=inst.tables + (table.name,))
+                self.fe.v1.extern_by_name[inst.name] = replace(inst, tables=inst.tables + (table.name,))
                 return replace(table, implementation=inst.name)
             assert isinstance(inst, ir.DirectCounter | ir.DirectMeter)
             if inst.table is not None:
                 raise type_error(self.pos(value), f"{inst.name} is already used by {inst.table}")
-            self.fe.extern_by_name[inst.name] = replace(inst, table=table.name)
+            self.fe.v1.extern_by_name[inst.name] = replace(inst, table=table.name)
             if pname == "counters":
                 return replace(table, direct_counter=inst.name)
             return replace(table, direct_meter=inst.name)
@@ -181,13 +181,13 @@ class Tables(Part):
             )
             # p4c names it by the property's @name alone (no control prefix); P4Runtime needs one
             fq = self.fe.decls.fq(None, "", annos) if annos.get("name") else table.name + "_" + t.name
-            return self.fe.instantiate(t, kids(value.children[1]), fq, value, ctx, annos)
+            return self.fe.v1.instantiate(t, kids(value.children[1]), fq, value, ctx, annos)
         if value.data != "name_ref":
             raise type_error(self.pos(value), "expected the name of an extern instance")
         sym = self.fe.exprs.lookup_sym(str(value.children[0]), value, ctx)
         if sym.kind != "inst":
             raise type_error(self.pos(value), f"{value.children[0]} is not an extern instance")
-        return self.fe.extern_by_name[sym.qname]
+        return self.fe.v1.extern_by_name[sym.qname]
 
     def action_call(self, node: PTree, table: ir.Table, ctx: Ctx, scope_ok: str) -> tuple[str, list[int]]:
         """`a(1, 2)` or `a` in a table (default_action, entries): the action name and constant args."""
