@@ -82,7 +82,7 @@ def main_p4_switch() -> Switch:
     """p4src/main.p4 (compiled in-process by the front end) with the entries of a fat-tree edge switch:
     a down-port role on port 1, valid-list P_Key filtering of the default P_Key, an ECMP group of four
     uplinks for the destination subnet."""
-    from p4switch.frontend.cli import compile_file  # the bench is tooling: the engine itself never imports it
+    from p4switch.frontend import compile_file  # the bench is tooling: the engine itself never imports it
 
     switch = Switch.load(compile_file(MAIN_P4).ir_json())
     ing = "IbsecIngress."

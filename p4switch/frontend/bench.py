@@ -1,7 +1,7 @@
-"""Front-end benchmark: `python -m p4switch.frontend.bench` prints compile times per stage and program.
+"""Front-end benchmark: `python -m p4switch.frontend.bench` prints compile times per pass and program.
 
-Stages: preprocess, parse (LALR), elaborate (type check + IR lowering), p4info. Each figure is the median
-of RUNS compiles in this process (the grammar tables are built once, as in a long-running tool).
+The passes are those of p4switch.frontend.passes.PASSES, in order. Each figure is the median of RUNS
+compiles in this process (the grammar tables are built once, as in a long-running tool).
 """
 
 from __future__ import annotations
@@ -10,9 +10,7 @@ import statistics
 import time
 from pathlib import Path
 
-from p4switch.frontend import p4info
-from p4switch.frontend.elaborate import Elaborator
-from p4switch.frontend.parser import parse
+from p4switch.frontend.passes import PASSES, Compilation
 from p4switch.frontend.preprocess import preprocess
 
 RUNS = 5
@@ -24,45 +22,33 @@ PROGRAMS = [
 ]
 
 
-def time_stages(path: Path) -> dict[str, float]:
-    """Seconds per stage for one compile of `path`."""
-    t0 = time.perf_counter()
-    text, smap = preprocess(path)
-    t1 = time.perf_counter()
-    tree = parse(text, smap)
-    t2 = time.perf_counter()
-    elab = Elaborator(tree, smap, text, path.name)
-    program = elab.run()
-    t3 = time.perf_counter()
-    program, ids = p4info.assign_ids(program, elab.p4info_extras())
-    p4info.build(program, elab.p4info_extras(), ids)
-    t4 = time.perf_counter()
-    return {
-        "preprocess": t1 - t0,
-        "parse": t2 - t1,
-        "elaborate": t3 - t2,
-        "p4info": t4 - t3,
-        "total": t4 - t0,
-    }
+def time_passes(path: Path) -> dict[str, float]:
+    """Seconds per pass for one compile of `path`, and their total."""
+    c = Compilation(path)
+    times = {}
+    for step in PASSES:
+        t0 = time.perf_counter()
+        step.run(c)
+        times[step.name] = time.perf_counter() - t0
+    times["total"] = sum(times.values())
+    return times
 
 
 def main() -> None:
-    time_stages(PROGRAMS[0])  # build the LALR tables once
+    time_passes(PROGRAMS[0])  # build the LALR tables once
     totals: dict[str, float] = {}
-    print(
-        f"{'program':<16} {'lines':>6} "
-        + " ".join(f"{s:>11}" for s in ("preprocess", "parse", "elaborate", "p4info", "total"))
-    )
+    columns = [step.name for step in PASSES] + ["total"]
+    print(f"{'program':<16} {'lines':>6} " + " ".join(f"{name[:10]:>10}" for name in columns) + "  (ms)")
     for path in PROGRAMS:
         if not path.exists():
             print(f"{path.name:<16} missing")
             continue
-        runs = [time_stages(path) for _ in range(RUNS)]
-        med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+        runs = [time_passes(path) for _ in range(RUNS)]
+        med = {k: statistics.median(r[k] for r in runs) for k in columns}
         text, _ = preprocess(path)
         lines = sum(1 for line in text.splitlines() if line.strip())
         totals[path.name] = med["total"]
-        print(f"{path.name:<16} {lines:>6} " + " ".join(f"{med[k] * 1000:>9.1f}ms" for k in med))
+        print(f"{path.name:<16} {lines:>6} " + " ".join(f"{med[k] * 1000:>10.1f}" for k in columns))
     if "l2fwd.p4" in totals and "main.p4" in totals:
         print(f"main.p4 / l2fwd.p4 compile time ratio: {totals['main.p4'] / totals['l2fwd.p4']:.1f}")
 

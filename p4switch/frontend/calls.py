@@ -1,8 +1,13 @@
-"""Calls: of actions, functions, extern functions, and the methods of headers, stacks, tables, packets."""
+"""The calls part: what a call means, by callee.
+
+Direct action calls, P4 functions and `sub.apply(...)` go to inlining; extern functions and methods of
+extern instances to v1model; packet_in methods to parsers; the methods of headers (isValid, setValid, ...),
+stacks (push_front, pop_front), tables (apply) and packet_out (emit) are lowered here.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lark import Tree
 
@@ -10,23 +15,11 @@ from p4switch import ir
 from p4switch.frontend.errors import Pos, type_error, unsupported
 from p4switch.frontend.scope import Ctx, Part
 from p4switch.frontend.source import Node, PTree, kids
-from p4switch.frontend.types import (
-    BOOL,
-    Type,
-    Value,
-    bit,
-    const,
-)
-
-if TYPE_CHECKING:
-    from p4switch.frontend.elaborate import Elaborator
+from p4switch.frontend.types import BOOL, Type, Value, bit, const
 
 
 class Calls(Part):
-    """Calls: of actions, functions, extern functions, and the methods of headers, stacks, tables, packets."""
-
-    def __init__(self, fe: Elaborator) -> None:
-        super().__init__(fe)
+    """Lowers calls, in statements and (functions, table apply, isValid) in expressions."""
 
     def call_stmt(self, node: PTree, ctx: Ctx) -> list[ir.Stmt]:
         callee = self.fe.exprs.expr(node.children[0], ctx)

@@ -14,66 +14,14 @@ with status 1.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-from dataclasses import dataclass
-from functools import cached_property
 from pathlib import Path
-from typing import Any
 
-from google.protobuf import json_format, text_format
-
-from p4switch import ir
-from p4switch.frontend import p4info
-from p4switch.frontend.elaborate import Elaborator
 from p4switch.frontend.errors import P4Error
-from p4switch.frontend.parser import parse
-from p4switch.frontend.preprocess import preprocess
+from p4switch.frontend.passes import Compiled, compile_file
 
-
-@dataclass
-class Compiled:
-    """The two outputs of a compile: the program in the typed IR (p4switch.ir) and the P4Info message."""
-
-    program: ir.Program
-    p4info: Any
-    preprocessed: str = ""
-    """the program after the preprocessor (p4c's driver writes it as NAME.p4i)"""
-
-    @cached_property
-    def ir(self) -> dict[str, Any]:
-        """The program's JSON form (docs/p4switch-ir.md)."""
-        return ir.to_json(self.program)
-
-    def ir_json(self) -> str:
-        return json.dumps(self.ir, indent=1) + "\n"
-
-    def p4info_text(self) -> str:
-        return str(text_format.MessageToString(self.p4info))
-
-    def write_p4info(self, path: Path, fmt: str | None = None) -> None:
-        """Write the P4Info in ``fmt`` (binary, json, text) or, without it, in the format p4c picks from
-        the extension: .json, .bin/.pb, else text."""
-        fmt = fmt or {".json": "json", ".bin": "binary", ".pb": "binary"}.get(path.suffix, "text")
-        if fmt == "json":
-            path.write_text(json_format.MessageToJson(self.p4info))
-        elif fmt == "binary":
-            path.write_bytes(self.p4info.SerializeToString())
-        else:
-            path.write_text(self.p4info_text())
-
-
-def compile_file(
-    path: Path, include_dirs: list[Path] | None = None, defines: dict[str, str] | None = None
-) -> Compiled:
-    """Compile one P4 program; raises P4Error (with file:line:col) for bad input."""
-    text, smap = preprocess(path, include_dirs, defines)
-    tree = parse(text, smap)
-    elab = Elaborator(tree, smap, text, path.name)
-    program, ids = p4info.assign_ids(elab.run(), elab.p4info_extras())
-    info = p4info.build(program, elab.p4info_extras(), ids)
-    return Compiled(program, info, text)
+__all__ = ["Compiled", "compile_file", "main"]  # compile_file lives in p4switch.frontend (passes.py)
 
 
 def _define(text: str) -> tuple[str, str]:

@@ -1,4 +1,9 @@
-"""Top-level declarations: types, constants, externs, actions and blocks by name (the symbol table)."""
+"""The declarations pass: every top-level declaration by name, the symbol table the other parts read.
+
+Types (headers, structs, enums, typedefs, serializable enums erased to their base type, extern and block
+types), constants (folded), errors and match kinds, extern functions, top-level actions and functions,
+instantiations. Header and struct types become their IR declarations here; nothing else is lowered yet.
+"""
 
 from __future__ import annotations
 
@@ -11,25 +16,16 @@ from p4switch import ir
 from p4switch.frontend.errors import type_error, unsupported
 from p4switch.frontend.scope import Ctx, Part, Sym
 from p4switch.frontend.source import Node, PTree, kids
-from p4switch.frontend.types import (
-    ANY,
-    BOOL,
-    ERROR,
-    INFINT,
-    STRING,
-    VOID,
-    Type,
-    bit,
-)
+from p4switch.frontend.types import ANY, BOOL, ERROR, INFINT, STRING, VOID, Type, bit
 
 if TYPE_CHECKING:
-    from p4switch.frontend.elaborate import Elaborator
+    from p4switch.frontend.parts import FrontEnd
 
 
 class Declarations(Part):
-    """Top-level declarations: types, constants, externs, actions and blocks by name (the symbol table)."""
+    """The symbol table: `types` and `globals` by name, and the header/struct types in IR form."""
 
-    def __init__(self, fe: Elaborator) -> None:
+    def __init__(self, fe: FrontEnd) -> None:
         super().__init__(fe)
         self.types: dict[str, tuple[str, Any]] = {}
         self.globals: dict[str, Sym] = {}
@@ -40,7 +36,12 @@ class Declarations(Part):
         self.structs: dict[str, ir.StructType] = {}
         self.member_types: dict[tuple[str, str], list[tuple[str, Type]]] = {}  # (header|struct, name)
         self.header_annos: dict[str, dict[str, list[Any]]] = {}
-        self.field_names: dict[tuple[str, str], str] = {}
+        self.field_names: dict[tuple[str, str], str] = {}  # (type, field) -> its @name, for P4Info key names
+
+    def declare_all(self, tree: PTree) -> None:
+        """The declarations pass: every top-level declaration, in order."""
+        for decl in kids(tree):
+            self.declare(decl)
 
     def declare(self, decl: PTree) -> None:
         handler: Callable[[PTree], None] | None = getattr(self, "decl_" + decl.data, None)

@@ -1,27 +1,20 @@
-"""Side effects in P4's order: operands left to right, only what && || ?: evaluate."""
+"""The side-effects part: expressions evaluate in P4's order.
+
+A function call inside an expression runs as statements queued in ctx.pre before the statement that uses
+its value. These helpers keep P4's order: operands are read left to right (a value read before a later
+operand's call is copied first), and `&&`, `||`, `?:` run only the calls of the operands they evaluate.
+"""
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 from p4switch import ir
 from p4switch.frontend.scope import Ctx, Part
 from p4switch.frontend.source import Node, PTree
-from p4switch.frontend.types import (
-    BOOL,
-    Value,
-    const,
-)
-
-if TYPE_CHECKING:
-    from p4switch.frontend.elaborate import Elaborator
+from p4switch.frontend.types import BOOL, Value, const
 
 
 class Effects(Part):
-    """Side effects in P4's order: operands left to right, only what && || ?: evaluate."""
-
-    def __init__(self, fe: Elaborator) -> None:
-        super().__init__(fe)
+    """Orders the calls inside expressions; `operands(nodes, ctx)` evaluates operands left to right."""
 
     def pre_mark(self, ctx: Ctx | None) -> int:
         return len(ctx.pre) if ctx is not None and ctx.pre is not None else 0
@@ -58,9 +51,10 @@ class Effects(Part):
 
     def short_circuit(self, node: PTree, ctx: Ctx | None, op: str) -> Value:
         """`a && b`, `a || b`: b (and the calls in it) is evaluated only when a does not decide."""
-        a = self.fe.exprs.coerce(self.fe.exprs.expr(node.children[0], ctx), BOOL, node.children[0])
+        exprs = self.fe.exprs
+        a = exprs.coerce(exprs.expr(node.children[0], ctx), BOOL, node.children[0])
         mark = self.pre_mark(ctx)
-        b = self.fe.exprs.coerce(self.fe.exprs.expr(node.children[-1], ctx), BOOL, node.children[-1])
+        b = exprs.coerce(exprs.expr(node.children[-1], ctx), BOOL, node.children[-1])
         b_pre = self.take_pre(ctx, mark)
         if a.const is not None:
             if bool(a.const) == (op == "||"):
@@ -69,7 +63,7 @@ class Effects(Part):
                 ctx.pre.extend(b_pre)
             return b
         if not b_pre:
-            return self.fe.exprs.binop_ir(op, a, b, BOOL)
+            return exprs.binop_ir(op, a, b, BOOL)
         assert ctx is not None and ctx.pre is not None
         ref = ir.Var(ctx.add_local("cond", BOOL, self.pos(node)), ir.TBool())
         test: ir.Expr = ref if op == "&&" else ir.Unary("!", ref, ir.TBool())

@@ -1,9 +1,14 @@
-"""Expressions: names resolved, types checked, literals typed by their context, constants folded."""
+"""The expressions part: type checking and constant folding of expressions.
+
+Names are resolved through the scopes of the block being lowered, every expression gets its exact type
+(integer literals take the type of their context, see `coerce`), and operations on constants are folded
+with P4's wrap-around (bit<W> modulo 2^W, int<W> two's complement). The result is a `types.Value`: the IR
+expression, its type, its constant value if it has one, and whether it is an lvalue.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from lark import Token, Tree
 
@@ -11,28 +16,11 @@ from p4switch import ir
 from p4switch.frontend.errors import type_error, unsupported
 from p4switch.frontend.scope import Ctx, Part, Sym
 from p4switch.frontend.source import Node, PTree, kids, parse_int
-from p4switch.frontend.types import (
-    ANY,
-    BOOL,
-    ERROR,
-    INFINT,
-    STRING,
-    Type,
-    Value,
-    bit,
-    const,
-    wrap,
-)
-
-if TYPE_CHECKING:
-    from p4switch.frontend.elaborate import Elaborator
+from p4switch.frontend.types import ANY, BOOL, ERROR, INFINT, STRING, Type, Value, bit, const, wrap
 
 
 class Expressions(Part):
-    """Expressions: names resolved, types checked, literals typed by their context, constants folded."""
-
-    def __init__(self, fe: Elaborator) -> None:
-        super().__init__(fe)
+    """Types and folds expressions; `expr(node, ctx)` is the entry point, one `x_<node>` per kind."""
 
     def const_int(self, node: Node, ctx: Ctx | None) -> int:
         if isinstance(node, Token):
@@ -378,17 +366,18 @@ class Expressions(Part):
 
     def x_mux(self, node: PTree, ctx: Ctx | None) -> Value:
         cond = self.coerce(self.expr(node.children[0], ctx), BOOL, node.children[0])
-        mark = self.fe.effects.pre_mark(ctx)
+        effects = self.fe.effects
+        mark = effects.pre_mark(ctx)
         a = self.expr(node.children[1], ctx)
-        a_pre = self.fe.effects.take_pre(ctx, mark)
+        a_pre = effects.take_pre(ctx, mark)
         b = self.expr(node.children[2], ctx)
-        b_pre = self.fe.effects.take_pre(ctx, mark)
+        b_pre = effects.take_pre(ctx, mark)
         if cond.const is not None:
             if ctx is not None and ctx.pre is not None:
                 ctx.pre.extend(a_pre if cond.const else b_pre)
             return a if cond.const else b
         if a_pre or b_pre:
-            return self.fe.effects.mux_with_calls(node, ctx, cond, (a, a_pre), (b, b_pre))
+            return effects.mux_with_calls(node, ctx, cond, (a, a_pre), (b, b_pre))
         if a.t.k == "infint" and b.t.k == "infint":
             # `c ? 1 : 0`: the width comes from where the value goes (see coerce)
             return Value(None, INFINT, extra={"mux": (cond, a, b)})

@@ -1,8 +1,12 @@
-"""Inlining: direct action calls, functions and applied sub-controls, with copy-in/copy-out."""
+"""The inlining part: direct action calls, P4 functions and applied sub-controls become statements.
+
+An action or function call copies its arguments into fresh locals (copy-in), runs the callee's body in a
+scope that names them, and copies out/inout parameters back (copy-out); a function's final `return e;`
+gives its value. A sub-control's declarations and body are lowered into the calling block, its tables,
+actions and extern instances named by instance path as p4c does ("Ingress.sub.table").
+"""
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 from lark import Tree
 
@@ -10,20 +14,11 @@ from p4switch import ir
 from p4switch.frontend.errors import Pos, type_error, unsupported
 from p4switch.frontend.scope import Ctx, Part, Sym
 from p4switch.frontend.source import Node, PTree, kids
-from p4switch.frontend.types import (
-    VOID,
-    Value,
-)
-
-if TYPE_CHECKING:
-    from p4switch.frontend.elaborate import Elaborator
+from p4switch.frontend.types import VOID, Value
 
 
 class Inliner(Part):
-    """Inlining: direct action calls, functions and applied sub-controls, with copy-in/copy-out."""
-
-    def __init__(self, fe: Elaborator) -> None:
-        super().__init__(fe)
+    """Inlines calls into the statements of the calling block."""
 
     def inline_action(
         self, sym: Sym, args: list[Value], arg_nodes: list[Node], pos: Pos, ctx: Ctx

@@ -1,11 +1,15 @@
-"""Parser blocks: states, selects and keysets, packet_in methods, header stacks unrolled."""
+"""The parsers part: parser blocks, their states, transitions and packet_in methods.
+
+States are lowered once per reachable header-stack position, as p4c's parser unroller does, so that
+`.next`, `.last` and `.lastIndex` become constant indices; a state that would go past the end of a stack
+rejects with error.StackOutOfBounds. `lookahead<h_t>().f` becomes a slice of a lookahead of h_t's bits.
+"""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from lark import Tree
 
@@ -13,16 +17,7 @@ from p4switch import ir
 from p4switch.frontend.errors import type_error, unsupported
 from p4switch.frontend.scope import Ctx, Part
 from p4switch.frontend.source import Node, PTree, kids
-from p4switch.frontend.types import (
-    BOOL,
-    Type,
-    Value,
-    bit,
-    const,
-)
-
-if TYPE_CHECKING:
-    from p4switch.frontend.elaborate import Elaborator
+from p4switch.frontend.types import BOOL, Type, Value, bit, const
 
 
 class _StackOutOfBounds(Exception):
@@ -30,12 +25,10 @@ class _StackOutOfBounds(Exception):
 
 
 class Parsers(Part):
-    """Parser blocks: states, selects and keysets, packet_in methods, header stacks unrolled."""
-
-    def __init__(self, fe: Elaborator) -> None:
-        super().__init__(fe)
+    """Lowers parser blocks; `lower_parser(decl)` is the parsers pass for one parser."""
 
     def lower_parser(self, decl: PTree) -> ir.Parser:
+        """The parsers pass for one parser: its local declarations run first in the start state."""
         ctx = self.fe.stmts.new_ctx(decl, "parser")
         body: list[ir.Stmt] = []
         states = [c for c in decl.children[2:] if isinstance(c, Tree) and c.data == "parser_state"]

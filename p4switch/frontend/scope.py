@@ -12,7 +12,7 @@ from p4switch.frontend.source import PTree, name_of, read_annotations
 from p4switch.frontend.types import ANY, Type, Value
 
 if TYPE_CHECKING:
-    from p4switch.frontend.elaborate import Elaborator
+    from p4switch.frontend.parts import FrontEnd
 
 
 @dataclass
@@ -70,7 +70,7 @@ class Part:
     name = staticmethod(name_of)
     annos = staticmethod(read_annotations)
 
-    def __init__(self, fe: Elaborator) -> None:
+    def __init__(self, fe: FrontEnd) -> None:
         self.fe = fe
         self.pos = fe.source.pos
         self.src = fe.source.src

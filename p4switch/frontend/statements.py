@@ -1,8 +1,12 @@
-"""Statements of control blocks and actions, and the declarations inside a block."""
+"""The statements part: control blocks, their declarations and statements, and those of actions.
+
+A control's locals are hoisted into the block's `locals` (a declaration with an initializer becomes an
+assignment where it stands); constant conditions keep one branch; `switch` on a value becomes an if/else
+chain; header stack push_front/pop_front become copies; struct and header initializers one assignment per
+field.
+"""
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 from lark import Tree
 
@@ -10,23 +14,14 @@ from p4switch import ir
 from p4switch.frontend.errors import Pos, type_error, unsupported
 from p4switch.frontend.scope import Ctx, Part, Sym
 from p4switch.frontend.source import Node, PTree, kids
-from p4switch.frontend.types import (
-    BOOL,
-    Type,
-    Value,
-)
-
-if TYPE_CHECKING:
-    from p4switch.frontend.elaborate import Elaborator
+from p4switch.frontend.types import BOOL, Type, Value
 
 
 class Statements(Part):
-    """Statements of control blocks and actions, and the declarations inside a block."""
-
-    def __init__(self, fe: Elaborator) -> None:
-        super().__init__(fe)
+    """Lowers control blocks and statements; `stmt(node, ctx)` first runs what calls in it need."""
 
     def new_ctx(self, decl: PTree, kind: str) -> Ctx:
+        """The context of a parser or control block: its parameters are its first variables."""
         head = decl.children[0]
         name = self.name(head.children[1])
         if kids(head)[2:] and isinstance(head.children[2], Tree) and head.children[2].data == "type_params":
@@ -46,6 +41,7 @@ class Statements(Part):
         return ctx
 
     def lower_control(self, decl: PTree) -> ir.Control:
+        """The controls pass for one control: its declarations, then its apply block."""
         ctx = self.new_ctx(decl, "control")
         body: list[ir.Stmt] = []
         for local in decl.children[2:-1]:
@@ -61,6 +57,8 @@ class Statements(Part):
         return name
 
     def local_decl(self, node: PTree, ctx: Ctx) -> list[ir.Stmt]:
+        """A declaration inside a block: actions and sub-controls are lowered where used, tables and
+        extern instances now; variables and constants as statements."""
         scope = ctx.scopes[-1]
         if node.data == "action_decl":
             name = self.declared(node.children[1], ctx)
@@ -140,15 +138,16 @@ class Statements(Part):
             cond = self.fe.exprs.expr(node.children[0], ctx)
             if cond.t != BOOL:
                 raise type_error(self.pos(node.children[0]), f"if condition must be bool, got {cond.t}")
-            called = len(self.fe.tables.called_actions)
+            called = self.fe.tables.called_actions
+            before = len(called)
             then = self.branch(node.children[1], ctx)
-            then_called = self.fe.tables.called_actions[called:]
+            then_called = called[before:]
             other = self.branch(node.children[2], ctx) if node.children[2] is not None else []
             if cond.const is not None:  # the branch folded away calls no action (as in p4c's P4Info)
                 if cond.const:
-                    self.fe.tables.called_actions[called:] = then_called
+                    called[before:] = then_called
                 else:
-                    del self.fe.tables.called_actions[called : called + len(then_called)]
+                    del called[before : before + len(then_called)]
                 return then if cond.const else other
             return [ir.If(cond.expr, tuple(then), tuple(other), src)]
         if d == "switch_stmt":

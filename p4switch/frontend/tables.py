@@ -1,4 +1,10 @@
-"""Tables: keys, actions, properties, const entries, and the actions tables run."""
+"""The tables part: tables, and the actions they run.
+
+A table gets its P4Info-named keys, its actions with their scopes (@tableonly, @defaultonly), its default
+action (NoAction when the source has none), its properties (size, direct counter and meter, action
+profile or selector, idle timeout) and its const entries with P4Runtime priorities (larger wins). An
+action a table runs is lowered once, with its parameters as action data.
+"""
 
 from __future__ import annotations
 
@@ -12,29 +18,26 @@ from p4switch import ir
 from p4switch.frontend.errors import type_error, unsupported
 from p4switch.frontend.scope import Ctx, Part, Sym
 from p4switch.frontend.source import Node, PTree, kids, parse_int
-from p4switch.frontend.types import (
-    BOOL,
-    bit,
-    const,
-    from_ir,
-)
+from p4switch.frontend.types import BOOL, bit, const, from_ir
 
 if TYPE_CHECKING:
-    from p4switch.frontend.elaborate import Elaborator
+    from p4switch.frontend.parts import FrontEnd
 
 
 _NO_DEFAULT = ir.DefaultAction("")  # a table's default action before its properties are read
 
 
 class Tables(Part):
-    """Tables: keys, actions, properties, const entries, and the actions tables run."""
+    """Lowers tables and the actions they run; `tables` and `actions` are what the program lists."""
 
-    def __init__(self, fe: Elaborator) -> None:
+    def __init__(self, fe: FrontEnd) -> None:
         super().__init__(fe)
         self.actions: dict[str, ir.Action | None] = {}  # None while its body is being lowered
         self.action_annos: dict[str, dict[str, list[Any]]] = {}
         self.tables: list[ir.Table] = []
         self.table_annos: dict[str, dict[str, list[Any]]] = {}
+        # for P4Info, as p4c writes it: annotations of keys, action parameters and actions-list items, the
+        # actions a control body calls directly (p4c lists those too)
         self.key_annos: dict[str, list[dict[str, list[Any]]]] = {}
         self.param_annos: dict[str, list[dict[str, list[Any]]]] = {}
         self.called_actions: list[str] = []

@@ -1,4 +1,10 @@
-"""v1model: the V1Switch package, extern instances and their methods, extern functions."""
+"""The v1model part: what the front end knows of v1model.p4.
+
+The V1Switch package (its six blocks and the headers and metadata types), the extern instances (counter,
+direct_counter, meter, direct_meter, register, action_profile, action_selector) and their methods, and the
+extern functions (mark_to_drop, clone and clone_preserving_field_list, clone3, hash, random, digest, the
+checksums, log_msg, assert/assume, verify), each checked against its signature.
+"""
 
 from __future__ import annotations
 
@@ -11,21 +17,10 @@ from p4switch import ir
 from p4switch.frontend.errors import Pos, type_error, unsupported
 from p4switch.frontend.scope import Ctx, Part
 from p4switch.frontend.source import Node, PTree, kids
-from p4switch.frontend.types import (
-    BOOL,
-    ERROR,
-    STRING,
-    Type,
-    Value,
-    bit,
-    from_ir,
-)
+from p4switch.frontend.types import BOOL, ERROR, STRING, Type, Value, bit, from_ir
 
 if TYPE_CHECKING:
-    from p4switch.frontend.elaborate import Elaborator
-
-
-_V1SWITCH_BLOCKS = ("parser", "verify_checksum", "ingress", "egress", "compute_checksum", "deparser")
+    from p4switch.frontend.parts import FrontEnd
 
 
 _EXTERN_FN_HANDLERS = {
@@ -71,6 +66,21 @@ _EXTERN_FN_ARITY = {
 _UNIT = {"packets": "packets", "bytes": "bytes", "packets_and_bytes": "both"}
 
 
+@dataclass(frozen=True)
+class V1Switch:
+    """The `main` package: its pipeline, and each parser/control declaration to lower (a block bound to
+    two roles is listed once, under its first)."""
+
+    pipeline: ir.Pipeline
+    blocks: list[tuple[str, PTree]]
+
+    def parsers(self) -> list[PTree]:
+        return [decl for role, decl in self.blocks if role == "parser"]
+
+    def controls(self) -> list[PTree]:
+        return [decl for role, decl in self.blocks if role != "parser"]
+
+
 @dataclass
 class _ExternCall:
     """The arguments of one extern function call, for its `fn_<name>` lowering."""
@@ -84,16 +94,17 @@ class _ExternCall:
 
 
 class V1Model(Part):
-    """v1model: the V1Switch package, extern instances and their methods, extern functions."""
+    """The v1model specifics; `extern_by_name` and `digests` are what the program lists."""
 
-    def __init__(self, fe: Elaborator) -> None:
+    def __init__(self, fe: FrontEnd) -> None:
         super().__init__(fe)
         self.extern_by_name: dict[str, ir.ExternInstance] = {}
         self.digests: dict[str, ir.DigestType] = {}
         self.meta_type = ""
         self.extern_annos: dict[str, dict[str, list[Any]]] = {}
 
-    def lower_main(self) -> ir.Program:
+    def bind_pipeline(self) -> V1Switch:
+        """`V1Switch(P(), VC(), I(), E(), CC(), D()) main;`: the six blocks and the types they share."""
         main = self.fe.decls.globals.get("main")
         if main is None or main.kind != "instance" or main.tree is None:
             raise type_error(
@@ -106,51 +117,32 @@ class V1Model(Part):
         args = kids(tree.children[2])
         if len(args) != 6:
             raise type_error(self.pos(tree), f"V1Switch takes 6 arguments, got {len(args)}")
-        pipeline: dict[str, str] = {}
-        seen: set[str] = set()
-        decls = []
-        for role, arg in zip(_V1SWITCH_BLOCKS, args, strict=True):
+        roles: dict[str, str] = {}
+        blocks: list[tuple[str, PTree]] = []
+        for role, arg in zip(ir.Pipeline.ROLES, args, strict=True):
             if not (isinstance(arg, Tree) and arg.data == "ctor_call" and isinstance(arg.children[0], Token)):
                 raise unsupported(self.pos(arg), "V1Switch argument other than `Block()`")
             bname = str(arg.children[0])
             kind, decl = self.fe.decls.types.get(bname, ("", None))
             if kind != "block":
                 raise type_error(self.pos(arg), f"{bname} is not a parser or control with a body")
-            pipeline[role] = bname
-            if bname in seen:
+            if bname in roles.values():
                 # Sharing one stateless block (e.g. empty checksum controls) is fine; tables or externs
                 # would need one copy per instance.
                 if any(
                     isinstance(c, Tree) and c.data in ("table_decl", "instantiation") for c in decl.children
                 ):
                     raise unsupported(self.pos(arg), f"instantiating {bname} twice")
-                continue
-            seen.add(bname)
-            decls.append((role, decl))
-        parser_params = kids(decls[0][1].children[0].children[3])
+            else:
+                blocks.append((role, decl))
+            roles[role] = bname
+        parser_params = kids(blocks[0][1].children[0].children[3])
         if len(parser_params) != 4:
-            raise type_error(self.pos(decls[0][1]), "the v1model parser takes 4 parameters")
+            raise type_error(self.pos(blocks[0][1]), "the v1model parser takes 4 parameters")
         headers_type = self.fe.decls.resolve_type(parser_params[1].children[2]).name
         self.meta_type = self.fe.decls.resolve_type(parser_params[2].children[2]).name
-        for role, decl in decls:
-            if role == "parser":
-                self.fe.parser_blocks.append(self.fe.parsers.lower_parser(decl))
-            else:
-                self.fe.control_blocks.append(self.fe.stmts.lower_control(decl))
-        return ir.Program(
-            source=self.fe.source.file,
-            errors=tuple(self.fe.decls.errors),
-            enums=self.fe.decls.enums,
-            headers=self.fe.decls.headers,
-            structs=self.fe.decls.structs,
-            externs=tuple(self.extern_by_name.values()),
-            actions=tuple(a for a in self.fe.tables.actions.values() if a is not None),
-            tables=tuple(self.fe.tables.tables),
-            parsers=tuple(self.fe.parser_blocks),
-            controls=tuple(self.fe.control_blocks),
-            digests=tuple(self.digests.values()),
-            pipeline=ir.Pipeline(**pipeline, headers_type=headers_type, metadata_type=self.meta_type),
-        )
+        pipeline = ir.Pipeline(**roles, headers_type=headers_type, metadata_type=self.meta_type)
+        return V1Switch(pipeline, blocks)
 
     def instantiate(
         self, t: Type, args: list[Any], fq: str, node: PTree, ctx: Ctx | None, annos: dict[str, list[Any]]

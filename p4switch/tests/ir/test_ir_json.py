@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from p4switch import ir
-from p4switch.frontend.cli import compile_file
+from p4switch.frontend import compile_file
 from p4switch.tests.engine.router import router_ir
 
 TESTS = Path(__file__).resolve().parents[1]
