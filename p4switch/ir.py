@@ -80,19 +80,22 @@ class Type(Node):
 
 
 @dataclass(frozen=True, slots=True)
-class TBit(Type):
-    """bit<w>: unsigned, arithmetic modulo 2^w."""
-
-    TAG = "bit"
+class _Sized(Type):
     w: int
 
 
 @dataclass(frozen=True, slots=True)
-class TInt(Type):
+class TBit(_Sized):
+    """bit<w>: unsigned, arithmetic modulo 2^w."""
+
+    TAG = "bit"
+
+
+@dataclass(frozen=True, slots=True)
+class TInt(_Sized):
     """int<w>: two's complement, arithmetic wraps."""
 
     TAG = "int"
-    w: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,15 +104,20 @@ class TBool(Type):
 
 
 @dataclass(frozen=True, slots=True)
-class THeader(Type):
-    TAG = "header"
+class _Declared(Type):
+    """A type named by its declaration."""
+
     name: str
 
 
 @dataclass(frozen=True, slots=True)
-class TStruct(Type):
+class THeader(_Declared):
+    TAG = "header"
+
+
+@dataclass(frozen=True, slots=True)
+class TStruct(_Declared):
     TAG = "struct"
-    name: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,11 +135,10 @@ class TError(Type):
 
 
 @dataclass(frozen=True, slots=True)
-class TEnum(Type):
+class TEnum(_Declared):
     """A plain (not serializable) enum; its constants are member names."""
 
     TAG = "enum"
-    name: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +153,7 @@ class TPacketOut(Type):
 
 def width(t: Type) -> int:
     """Bits of a bit/int/bool value (bool is one bit where values are packed)."""
-    if isinstance(t, TBit | TInt):
+    if isinstance(t, _Sized):
         return t.w
     if isinstance(t, TBool):
         return 1
@@ -278,21 +285,23 @@ class Lookahead(Expr):
 
 
 @dataclass(frozen=True, slots=True)
-class TableHit(Expr):
-    """Applies the table; true on a hit (`t.apply().hit`)."""
-
-    TAG = "table_hit"
+class _TableTest(Expr):
     table: str
     type: Type
 
 
 @dataclass(frozen=True, slots=True)
-class TableMiss(Expr):
+class TableHit(_TableTest):
+    """Applies the table; true on a hit (`t.apply().hit`)."""
+
+    TAG = "table_hit"
+
+
+@dataclass(frozen=True, slots=True)
+class TableMiss(_TableTest):
     """Applies the table; true on a miss (`t.apply().miss`)."""
 
     TAG = "table_miss"
-    table: str
-    type: Type
 
 
 # ------------------------------------------------------------------------------------------- statements
@@ -353,42 +362,47 @@ class Switch(Stmt):
 
 
 @dataclass(frozen=True, slots=True)
-class Exit(Stmt):
+class _Jump(Stmt):
+    src: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Exit(_Jump):
     """End the current control and its callers up to the pipeline block."""
 
     TAG = "exit"
-    src: str = ""
 
 
 @dataclass(frozen=True, slots=True)
-class Return(Stmt):
+class Return(_Jump):
     """End the current control apply (or the action a table runs)."""
 
     TAG = "return"
+
+
+@dataclass(frozen=True, slots=True)
+class _OnHeader(Stmt):
+    """A statement on one header (an lvalue)."""
+
+    header: Expr
     src: str = ""
 
 
 @dataclass(frozen=True, slots=True)
-class SetValid(Stmt):
+class SetValid(_OnHeader):
     TAG = "set_valid"
-    header: Expr
-    src: str = ""
 
 
 @dataclass(frozen=True, slots=True)
-class SetInvalid(Stmt):
+class SetInvalid(_OnHeader):
     TAG = "set_invalid"
-    header: Expr
-    src: str = ""
 
 
 @dataclass(frozen=True, slots=True)
-class Extract(Stmt):
+class Extract(_OnHeader):
     """Parser: extract a fixed-width header (error.PacketTooShort on a short packet)."""
 
     TAG = "extract"
-    header: Expr
-    src: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -411,12 +425,10 @@ class Verify(Stmt):
 
 
 @dataclass(frozen=True, slots=True)
-class Emit(Stmt):
+class Emit(_OnHeader):
     """Deparser: emit the header if it is valid."""
 
     TAG = "emit"
-    header: Expr
-    src: str = ""
 
 
 @dataclass(frozen=True, slots=True)
