@@ -210,7 +210,8 @@ def latency_series(agent: run.Agent, qpn: int, seconds: float, t0: float) -> lis
     while time.monotonic() < deadline:
         at = time.time() - t0
         result = agent.call(
-            "perf", timeout=CHUNK + 30, test="send_lat", qpn=qpn, size=64, iterations=100_000, duration=CHUNK
+            "perf", control_timeout=CHUNK + 30, test="send_lat", qpn=qpn, size=64, iterations=100_000,
+            duration=CHUNK,
         )
         if result["iterations"]:
             series.append(
@@ -238,7 +239,7 @@ class Background(threading.Thread):
         try:
             self.agent.call(
                 "perf",
-                timeout=self.seconds + 30,
+                control_timeout=self.seconds + 30,
                 test="send_lat",
                 qpn=self.qpn,
                 size=64,
@@ -271,7 +272,7 @@ def run_dos(ctx: Context) -> Section:
         wait_until(start + 0.5)
         result = peer.call(
             "perf",
-            timeout=p.fabric_seconds + 30,
+            control_timeout=p.fabric_seconds + 30,
             test="send_lat",
             qpn=qpn,
             size=64,
@@ -403,7 +404,7 @@ def policy_point(
     peer = fabric_run.agents[c.peer]
     before = switches.lookups()  # no attack yet: what the policy costs when nothing happens
     idle = peer.call(
-        "perf", timeout=40, test="send_lat", qpn=qpn, size=64, iterations=1_000_000, duration=1.0
+        "perf", control_timeout=40, test="send_lat", qpn=qpn, size=64, iterations=1_000_000, duration=1.0
     )
     # one echoed message is four packets on the wire: the SEND, its ACK, the echo and its ACK
     idle_lookups = (switches.lookups() - before) / max(1, PACKETS_PER_ROUND_TRIP * idle["iterations"])

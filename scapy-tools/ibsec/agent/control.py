@@ -2,7 +2,9 @@
 
 Request: one line ``{"cmd": "<name>", ...arguments}``. Reply: zero or more ``{"progress": {...}}`` lines
 (long traffic runs report as they go), then exactly one ``{"ok": true, "result": ...}`` or
-``{"ok": false, "error": "<message>"}``. A connection may carry any number of requests in turn.
+``{"ok": false, "error": "<message>"}``. A connection may carry any number of requests in turn. A request
+is read and checked by :mod:`ibsec.jsonrequest` (size, nesting, numbers, every field's type and range)
+before anything runs; a refused one is answered and the connection goes on.
 
 The socket file is created mode 0600: whoever can talk to it can connect QPs and write memory.
 """
@@ -19,9 +21,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
+from ibsec import jsonrequest
+
 log = logging.getLogger("ibsec.agent.control")
 
 Progress = Callable[[dict[str, Any]], None]
+MAX_REQUEST = 1 << 22  # bytes of one request line: 2 MiB of data in hex, and a bound on what a client costs
 
 
 class CommandError(Exception):
@@ -39,19 +44,30 @@ class _Connection(socketserver.StreamRequestHandler):
     server: ControlServer
 
     def handle(self) -> None:
-        for line in self.rfile:
-            self._reply(self._answer(line))
+        while True:
+            try:
+                line = jsonrequest.read_line(self.rfile, MAX_REQUEST)
+            except jsonrequest.RequestError as exc:
+                self._reply({"ok": False, "error": str(exc)})
+                continue
+            except OSError:  # the client went away mid-line: nothing to answer
+                return
+            if line is None:
+                return
+            try:
+                self._reply(self._answer(line))
+            except OSError:
+                return
 
     def _answer(self, line: bytes) -> dict[str, Any]:
         try:
-            request = json.loads(line)
-            if not isinstance(request, dict) or not isinstance(request.get("cmd"), str):
-                raise CommandError('a request is a JSON object with a "cmd" string')
-            cmd = request.pop("cmd")
-            result = self.server.handler.dispatch(cmd, request, lambda p: self._reply({"progress": p}))
+            cmd, args = jsonrequest.parse(line, max_bytes=MAX_REQUEST)
+            result = self.server.handler.dispatch(cmd, args, lambda p: self._reply({"progress": p}))
             return {"ok": True, "result": result}
-        except (CommandError, ValueError, TypeError, KeyError) as exc:
-            return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+        except (CommandError, jsonrequest.RequestError) as exc:
+            return {"ok": False, "error": str(exc)}
+        except OSError:
+            raise
         except Exception as exc:  # the agent must survive any request; the log has the traceback
             log.exception("control command failed")
             return {"ok": False, "error": f"internal error: {type(exc).__name__}"}

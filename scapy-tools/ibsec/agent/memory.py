@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from ibsec import keys
 
 REGION_BASE = 0x7F00_0000_0000
+MAX_REGION = 1 << 30  # bytes of one region at most
 REGION_ALIGN = 1 << 32  # one 4 GiB slot per region: simple, and every region start is tree-aligned
 
 
@@ -92,7 +93,7 @@ class MemoryTable:
         Extended protection needs a power-of-two length (the tree halves it per level); ``ext_depth`` is
         the delegation depth limit (0: only the whole region's key).
         """
-        if not 0 < length <= 1 << 30:
+        if not 0 < length <= MAX_REGION:
             raise RegionError(f"region length must be 1 .. 2^30 bytes, got {length}")
         with self._lock:
             addr = REGION_BASE + self._next_slot * REGION_ALIGN
