@@ -28,12 +28,13 @@ from ibsec.skc import DEFAULT_PREFETCH_ENTRIES, SessionKeyCache
 
 from . import frames
 from .cm import ConnectionManager
-from .counters import Counters, Drop
+from .counters import Counters, Drop, Outcome, Taken
 from .keyring import Keyring
 from .mads import ManagementAgent
 from .memory import MemoryTable, Region, proof_key
 from .qp import (
     PSN_MASK,
+    QPN_MAX,
     AdapterError,
     Partition,
     QueuePair,
@@ -52,7 +53,6 @@ log = logging.getLogger("ibsec.agent.adapter")
 DEFAULT_PKEY = 0xFFFF
 QP1 = 1
 FIRST_QPN = 0x100
-QPN_MAX = 0xFFFFFF
 MAX_QPS = 4096  # CM requests from anyone create QPs: the table must not grow without bound
 MAX_UD_PEERS = 1024
 APP_PD_BASE = 0x10000  # PDs an application allocates; 0x1..0x7FFF are the partitions' own
@@ -61,6 +61,7 @@ SEND_WINDOW = 64  # RC packets in flight at most (go-back-N resends them all aft
 WINDOW_PATIENCE = 60.0  # seconds a sender waits for room in the window before giving up
 MAX_MESSAGE = 1 << 24  # bytes a multi-packet SEND may gather before it is refused
 SEGMENTS = ("ONLY", "FIRST", "MIDDLE", "LAST")
+Opened = tuple[bytes, transport.OpenInfo]  # a frame the transport verified: payload and what it learnt
 
 
 @dataclass(frozen=True)
@@ -299,9 +300,6 @@ class Adapter:
         self._send(frame)
         self.counters.bump("tx_frames")
 
-    def _remote_mac(self, gid: str) -> bytes:
-        return bytes.fromhex(addressing.guid_to_mac(addressing.parse_gid(gid).guid).replace(":", ""))
-
     def _ready(self, qpn: int) -> QueuePair:
         qp = self.qp(qpn)
         if qp.state is not State.RTS or qp.security is None:
@@ -367,6 +365,7 @@ class Adapter:
                     ackreq=True,
                     src_qp=qp.qpn,
                     reth=reth if n == 0 else None,
+                    dst_mac=qp.remote_mac,
                 )
                 frame = frames.seal(plain, qp.security, key)
                 qp.unacked[epsn] = Unacked(frame, time.monotonic())
@@ -393,6 +392,7 @@ class Adapter:
                 data,
                 src_qp=qp.qpn,
                 deth=(peer.qkey, qp.qpn),
+                dst_mac=peer.mac,
             )
             self.transmit(frames.seal(plain, peer.security, self.key_of(peer.security)))  # in PSN order
         self.counters.bump("tx_bytes", len(data))
@@ -444,54 +444,48 @@ class Adapter:
     # ------------------------------------------------------------------ receiving
 
     def receive(self, frame: bytes) -> None:
-        """Handle one frame from the wire. Survives anything: a frame that breaks a parser is malformed."""
+        """Handle one frame from the wire and count what became of it (exactly one drop reason or kind of
+        frame taken). Survives anything: a frame that breaks a parser is malformed, and an exception no
+        check foresaw is logged and counted as ``internal_errors`` (the fuzz suite requires none)."""
         self.counters.bump("rx_frames")
         try:
-            self._receive(frame)
+            outcome = self._receive(frame)
         except frames.FrameError:
-            self.counters.drop(Drop.MALFORMED)
+            outcome = Drop.MALFORMED
         except Exception:
             log.exception("frame handling failed (counted as malformed)")
             self.counters.bump("internal_errors")
-            self.counters.drop(Drop.MALFORMED)
+            outcome = Drop.MALFORMED
+        self.counters.outcome(outcome)
 
-    def _receive(self, frame: bytes) -> None:
+    def _receive(self, frame: bytes) -> Outcome:
         view = frames.parse(frame)
         if view is None:
-            self.counters.bump("rx_not_roce")
-            return
+            return Taken.NOT_ROCE
         if addressing.mf_clear(view.dst_gid) != self.gid_bytes:
-            self.counters.bump("rx_not_for_us")
-            return
+            return Taken.NOT_FOR_US
         if self.inject_drops and view.dqpn != QP1:
             self.inject_drops -= 1
-            self.counters.drop(Drop.INJECTED)
-            return
+            return Drop.INJECTED
         partition = self.partition(view.pkey)
         if partition is None:
-            self.counters.drop(Drop.BAD_PKEY)
             self.mads.trap_bad_pkey(view)
-            return
+            return Drop.BAD_PKEY
         if view.dqpn == QP1:
-            self.mads.receive(view)
-            return
+            return self.mads.receive(view)
         with self._lock:
             qp = self.qps.get(view.dqpn)
         if qp is None or qp.state is not State.RTS:  # unknown, not yet connected, or in error
-            self.counters.drop(Drop.NO_QP)
-            return
+            return Drop.NO_QP
         if view.service != qp.service.value:
-            self.counters.drop(Drop.MALFORMED)
-            return
+            return Drop.MALFORMED
         if view.mode != qp.mode:
-            self.counters.drop(Drop.BAD_MODE)
-            return
+            return Drop.BAD_MODE
         if qp.service is Service.UD:
-            self._receive_ud(qp, view)
-        elif view.opcode_name == "RC_ACKNOWLEDGE":
-            self._receive_ack(qp, view)
-        else:
-            self._receive_request(qp, view)
+            return self._receive_ud(qp, view)
+        if view.opcode_name == "RC_ACKNOWLEDGE":
+            return self._receive_ack(qp, view)
+        return self._receive_request(qp, view)
 
     def _open(
         self,
@@ -501,8 +495,8 @@ class Adapter:
         receiver: transport.Receiver | None,
         key: bytes | None = None,
         trial: bool = False,
-    ) -> tuple[bytes, transport.OpenInfo] | None:
-        """Verify (and decrypt) with the transport and count why a frame is refused (None then).
+    ) -> Opened | Drop:
+        """Verify (and decrypt) with the transport: what was opened, or why the frame is refused.
 
         ``key`` overrides the connection's key; a ``trial`` open (one candidate memory key among several)
         reports a MAC failure by raising it, so the caller can try the next key.
@@ -513,21 +507,20 @@ class Adapter:
         except transport.MacFailure:
             if trial:
                 raise
-            self.counters.drop(Drop.MAC_FAILURE)
             self._mac_failure(qp, view)
+            return Drop.MAC_FAILURE
         except transport.SequenceError:
-            self.counters.drop(Drop.PSN_SEQUENCE)
+            return Drop.PSN_SEQUENCE
         except transport.ReplayError:
-            self.counters.drop(Drop.REPLAY)
             if qp.service is Service.RC and receiver is security.requests and qp.last_ack is not None:
                 self.transmit(qp.last_ack)  # a retransmitted request whose ACK was lost: ACK it again
+            return Drop.REPLAY
         except (transport.ModeMismatch, transport.ReservedMode):
-            self.counters.drop(Drop.BAD_MODE)
+            return Drop.BAD_MODE
         except transport.IcrcError:
-            self.counters.drop(Drop.BAD_ICRC)
+            return Drop.BAD_ICRC
         except (transport.TransportError, icrc.WireError):
-            self.counters.drop(Drop.MALFORMED)
-        return None
+            return Drop.MALFORMED
 
     def _mac_failure(self, qp: QueuePair, view: frames.View) -> None:
         streak, trap, retire = self.streaks.failure(qp.qpn)
@@ -538,7 +531,7 @@ class Adapter:
             log.warning("QP %#x: key retired after %d consecutive MAC failures", qp.qpn, streak)
             self._fail(qp, "key retired")
 
-    def _receive_request(self, qp: QueuePair, view: frames.View) -> None:
+    def _receive_request(self, qp: QueuePair, view: frames.View) -> Outcome:
         """An RC request: SEND or RDMA WRITE, one packet (ONLY) or one of a multi-packet message.
 
         Every packet is opened (replay window, MAC) before its place in a message is judged, so that a
@@ -546,38 +539,34 @@ class Adapter:
         """
         operation, _, segment = view.opcode_name.removeprefix("RC_").rpartition("_")
         if segment not in SEGMENTS or operation not in ("SEND", "RDMA_WRITE"):
-            self.counters.drop(Drop.MALFORMED)
-            return
+            return Drop.MALFORMED
         if operation == "SEND":
-            self._receive_send(qp, view, segment)
-        elif segment in ("ONLY", "FIRST"):
-            self._receive_write_start(qp, view, segment)
-        else:
-            self._receive_write_more(qp, view, segment)
+            return self._receive_send(qp, view, segment)
+        if segment in ("ONLY", "FIRST"):
+            return self._receive_write_start(qp, view, segment)
+        return self._receive_write_more(qp, view, segment)
 
-    def _in_place(self, qp: QueuePair, segment: str, kind: str) -> bool:
+    @staticmethod
+    def _in_place(qp: QueuePair, segment: str, kind: str) -> bool:
         """Does an opened packet fit the message in progress (ONLY/FIRST: none; MIDDLE/LAST: one of
         ``kind``)? An authentic packet out of place is a sender's bug: dropped as malformed."""
         inbound = qp.inbound
         if segment in ("ONLY", "FIRST"):
-            fits = inbound is None
-        else:
-            fits = inbound is not None and (inbound.send is not None) == (kind == "SEND")
-        if not fits:
-            self.counters.drop(Drop.MALFORMED)
-        return fits
+            return inbound is None
+        return inbound is not None and (inbound.send is not None) == (kind == "SEND")
 
-    def _receive_send(self, qp: QueuePair, view: frames.View, segment: str) -> None:
+    def _receive_send(self, qp: QueuePair, view: frames.View, segment: str) -> Outcome:
         assert qp.security is not None
         opened = self._open(qp, view, qp.security, qp.security.requests)
-        if opened is None or not self._in_place(qp, segment, "SEND"):
-            return
+        if isinstance(opened, Drop):
+            return opened
+        if not self._in_place(qp, segment, "SEND"):
+            return Drop.MALFORMED
         payload, inbound = opened[0], qp.inbound
         gathered = len(inbound.send) if inbound is not None and inbound.send is not None else 0
         if gathered + len(payload) > MAX_MESSAGE:
             qp.inbound = None
-            self.counters.drop(Drop.MALFORMED)
-            return
+            return Drop.MALFORMED
         self._accepted(qp, opened[1])
         if segment == "ONLY":
             self._deliver(qp, payload, {"psn": view.psn})
@@ -588,28 +577,29 @@ class Adapter:
             if segment == "LAST":
                 qp.inbound = None
                 self._deliver(qp, bytes(inbound.send), {"psn": view.psn})
+        return Taken.DATA
 
-    def _receive_write_start(self, qp: QueuePair, view: frames.View, segment: str) -> None:
+    def _receive_write_start(self, qp: QueuePair, view: frames.View, segment: str) -> Outcome:
         """RDMA WRITE (ONLY or FIRST): R_Key, bounds of the whole message, then the MAC (under a memory
         key if the region demands one), then the bytes."""
         assert qp.security is not None and view.reth is not None
         va, r_key, length = view.reth
         region = self.memory.lookup(r_key)
         if region is None:
-            self.counters.drop(Drop.BAD_RKEY)
-            return
+            return Drop.BAD_RKEY
         fits = length == view.payload_length if segment == "ONLY" else view.payload_length < length
         if not region.contains(va, length) or not fits:
-            self.counters.drop(Drop.OUT_OF_BOUNDS)
-            return
-        key = None
+            return Drop.OUT_OF_BOUNDS
         if region.tree is not None:
             found = self._open_with_memory_key(qp, view, region)
-            opened, key = found if found is not None else (None, None)
         else:
-            opened = self._open(qp, view, qp.security, qp.security.requests)
-        if opened is None or not self._in_place(qp, segment, "RDMA_WRITE"):
-            return
+            plain = self._open(qp, view, qp.security, qp.security.requests)
+            found = plain if isinstance(plain, Drop) else (plain, None)
+        if isinstance(found, Drop):
+            return found
+        opened, key = found
+        if not self._in_place(qp, segment, "RDMA_WRITE"):
+            return Drop.MALFORMED
         payload = opened[0]
         region.write(va, payload)
         if segment == "FIRST":
@@ -617,21 +607,23 @@ class Adapter:
                                  key=key)
         self.counters.bump("rdma_write_bytes", len(payload))
         self._accepted(qp, opened[1])
+        return Taken.DATA
 
-    def _receive_write_more(self, qp: QueuePair, view: frames.View, segment: str) -> None:
+    def _receive_write_more(self, qp: QueuePair, view: frames.View, segment: str) -> Outcome:
         """RDMA WRITE MIDDLE or LAST: under the key and into the place its FIRST packet set up."""
         assert qp.security is not None
         inbound = qp.inbound
         key = inbound.key if inbound is not None else None
         opened = self._open(qp, view, qp.security, qp.security.requests, key)
-        if opened is None or not self._in_place(qp, segment, "RDMA_WRITE"):
-            return
+        if isinstance(opened, Drop):
+            return opened
+        if not self._in_place(qp, segment, "RDMA_WRITE"):
+            return Drop.MALFORMED
         assert inbound is not None and inbound.region is not None
         payload = opened[0]
         if len(payload) > inbound.remaining or (segment == "LAST") != (len(payload) == inbound.remaining):
             qp.inbound = None
-            self.counters.drop(Drop.OUT_OF_BOUNDS)
-            return
+            return Drop.OUT_OF_BOUNDS
         inbound.region.write(inbound.va, payload)
         inbound.va += len(payload)
         inbound.remaining -= len(payload)
@@ -639,6 +631,7 @@ class Adapter:
             qp.inbound = None
         self.counters.bump("rdma_write_bytes", len(payload))
         self._accepted(qp, opened[1])
+        return Taken.DATA
 
     def _accepted(self, qp: QueuePair, info: transport.OpenInfo) -> None:
         """A request verified: the MAC-failure streak ends and the request is acknowledged."""
@@ -647,15 +640,14 @@ class Adapter:
 
     def _open_with_memory_key(
         self, qp: QueuePair, view: frames.View, region: Region
-    ) -> tuple[tuple[bytes, transport.OpenInfo], bytes] | None:
+    ) -> tuple[Opened, bytes | None] | Drop:
         """Open a write to an extended-protection region: its MAC must prove the key of a tree node that
         contains the whole write (at most depth + 1 tries). Returns what was opened and the proof key
-        (the rest of the message must verify under it); None if refused (counted)."""
+        (the rest of the message must verify under it), or why it was refused."""
         assert qp.security is not None and view.reth is not None
         connection_key = self.key_of(qp.security)
         if connection_key is None or region.key is None or region.tree is None:
-            self.counters.drop(Drop.MEMORY_KEY)
-            return None
+            return Drop.MEMORY_KEY
         va, _, length = view.reth
         for start, size in region.candidate_nodes(va, length):
             node_key = keys.derive_subregion_key(region.key, region.tree, start, size).material
@@ -664,10 +656,9 @@ class Adapter:
                 opened = self._open(qp, view, qp.security, qp.security.requests, proof, trial=True)
             except transport.MacFailure:
                 continue
-            return None if opened is None else (opened, proof)
-        self.counters.drop(Drop.MEMORY_KEY)
+            return opened if isinstance(opened, Drop) else (opened, proof)
         self._mac_failure(qp, view)
-        return None
+        return Drop.MEMORY_KEY
 
     def _acknowledge(self, qp: QueuePair, info: transport.OpenInfo) -> None:
         """Cumulative ACK of the request just accepted; kept to be re-sent as is for duplicates."""
@@ -683,37 +674,36 @@ class Adapter:
                 b"",
                 src_qp=qp.qpn,
                 aeth=(frames.ACK_SYNDROME, qp.msn),
+                dst_mac=qp.remote_mac,
             )
             qp.last_ack = frames.seal(plain, qp.security, self.key_of(qp.security))
         self.transmit(qp.last_ack)
 
-    def _receive_ack(self, qp: QueuePair, view: frames.View) -> None:
+    def _receive_ack(self, qp: QueuePair, view: frames.View) -> Outcome:
         assert qp.security is not None
         opened = self._open(qp, view, qp.security, qp.security.responses)
-        if opened is None:
-            return
+        if isinstance(opened, Drop):
+            return opened
         acked = opened[1].epsn
         with qp.cond:
             for epsn in [p for p in qp.unacked if p <= acked]:
                 del qp.unacked[epsn]
             qp.cond.notify_all()
-        self.counters.bump("rx_acks")
+        return Taken.ACK
 
-    def _receive_ud(self, qp: QueuePair, view: frames.View) -> None:
+    def _receive_ud(self, qp: QueuePair, view: frames.View) -> Outcome:
         if view.deth is None or view.deth[0] != qp.qkey:
-            self.counters.drop(Drop.BAD_QKEY)
             self.mads.trap_bad_qkey(view)
-            return
+            return Drop.BAD_QKEY
         peer = qp.peers.get((str(ipaddress.IPv6Address(view.src_gid)), view.deth[1]))
         if peer is None:
-            self.counters.drop(Drop.NO_QP)
-            return
+            return Drop.NO_QP
         opened = self._open(qp, view, peer.security, peer.security.requests)
-        if opened is not None:
-            self.streaks.success(qp.qpn)
-            self._deliver(
-                qp, opened[0], {"src_gid": peer.gid, "src_qp": peer.qpn}, reply_to=(peer.gid, peer.qpn)
-            )
+        if isinstance(opened, Drop):
+            return opened
+        self.streaks.success(qp.qpn)
+        self._deliver(qp, opened[0], {"src_gid": peer.gid, "src_qp": peer.qpn}, reply_to=(peer.gid, peer.qpn))
+        return Taken.DATA
 
     def _deliver(
         self, qp: QueuePair, payload: bytes, meta: dict[str, Any], reply_to: tuple[str, int] | None = None
@@ -730,12 +720,15 @@ class Adapter:
 
     # ------------------------------------------------------------------ connection set-up helpers (CM)
 
-    def connected(self, qp: QueuePair, remote_gid: str, remote_qpn: int, security: Security) -> None:
-        """Move an RC QP to RTS once the handshake agreed on the remote end, PSNs and keys."""
+    def connected(
+        self, qp: QueuePair, remote_gid: str, remote_qpn: int, security: Security, remote_mac: bytes
+    ) -> None:
+        """Move an RC QP to RTS once the handshake agreed on the remote end, PSNs and keys; its frames go
+        to ``remote_mac``, where the peer's handshake frame came from."""
         with self._lock:
             qp.remote_gid = str(ipaddress.IPv6Address(remote_gid))
             qp.remote_qpn = remote_qpn
-            qp.remote_mac = self._remote_mac(qp.remote_gid)
+            qp.remote_mac = remote_mac
             qp.security = security
             qp.state = State.RTS
         log.info(
@@ -747,10 +740,13 @@ class Adapter:
             qp.scope.value,
         )
 
-    def add_ud_peer(self, qp: QueuePair, gid: str, qpn: int, qkey: int, security: Security) -> UdPeer:
-        """Remember a UD peer resolved by SIDR; we send to it from the QP's current PSN on."""
+    def add_ud_peer(
+        self, qp: QueuePair, gid: str, qpn: int, qkey: int, security: Security, mac: bytes
+    ) -> UdPeer:
+        """Remember a UD peer resolved by SIDR (at ``mac``, where its SIDR frame came from); we send to it
+        from the QP's current PSN on."""
         gid = str(ipaddress.IPv6Address(gid))
-        peer = UdPeer(gid, qpn, qkey, self._remote_mac(gid), security, qp.next_psn)
+        peer = UdPeer(gid, qpn, qkey, mac, security, qp.next_psn)
         with self._lock:
             if len(qp.peers) >= MAX_UD_PEERS and (gid, qpn) not in qp.peers:
                 raise AdapterError(f"QP {qp.qpn:#x} already has {MAX_UD_PEERS} UD peers")

@@ -26,9 +26,10 @@ from scapy.packet import Packet
 
 from ibsec import keys, layers
 
-from .counters import Drop
+from .counters import Drop, Outcome, Taken
 from .keyring import MissingKey
-from .qp import PSN_MASK, AdapterError, QueuePair, Scope, Service
+from .qp import PSN_MASK, QPN_MAX, AdapterError, QueuePair, Scope, Service
+from .traps import RateLimiter
 
 if TYPE_CHECKING:
     from . import frames
@@ -60,6 +61,7 @@ class Pending:
     done: threading.Event = field(default_factory=threading.Event)
     reply: Any = None
     error: str | None = None
+    mac: bytes = b""  # where the reply came from: the peer's frames go there
 
 
 class ConnectionManager:
@@ -70,6 +72,7 @@ class ConnectionManager:
         self._pending: dict[int, Pending] = {}
         self._accepted: dict[tuple[str, int], bytes] = {}  # (peer GID, its comm/request id) -> our reply
         self._lock = threading.Lock()
+        self._log_limiter = RateLimiter(window=1.0)  # a flood of refused requests is not a flood of lines
 
     # ------------------------------------------------------------------ active side
 
@@ -135,11 +138,16 @@ class ConnectionManager:
         finally:
             with self._lock:
                 self._pending.pop(comm_id, None)
-        if pending.error is not None:
-            raise AdapterError(f"connection to {remote_gid} refused: {pending.error}")
-        if pending.reply is None:
-            raise AdapterError(f"no CM reply from {remote_gid} within {timeout:.1f}s")
-        self._finish_active(pending, comm_id, service)
+        try:
+            if pending.error is not None:
+                raise AdapterError(f"connection to {remote_gid} refused: {pending.error}")
+            if pending.reply is None:
+                raise AdapterError(f"no CM reply from {remote_gid} within {timeout:.1f}s")
+            self._finish_active(pending, comm_id, service)
+        except BaseException:
+            if qpn is None:  # a QP made for this attempt goes with it
+                ad.destroy_qp(qp)
+            raise
         return qp
 
     def _finish_active(self, pending: Pending, comm_id: int, service: Service) -> None:
@@ -156,14 +164,11 @@ class ConnectionManager:
                 (pending.n0, private.n0),
                 remote_psn,
             )
-            ad.connected(qp, pending.remote_gid, remote_qpn, security)
+            ad.connected(qp, pending.remote_gid, remote_qpn, security, pending.mac)
             qp.comm_ids = (comm_id, reply.local_comm_id)
             rtu = layers.CmRtu(local_comm_id=comm_id, remote_comm_id=reply.local_comm_id)
-            ad.transmit(
-                ad.builder.mad_frame(
-                    pending.remote_gid, qp.partition.pkey, bytes(self._mad(layers.CmAttr.RTU, rtu))
-                )
-            )
+            rtu_mad = bytes(self._mad(layers.CmAttr.RTU, rtu))
+            ad.transmit(ad.builder.mad_frame(pending.remote_gid, qp.partition.pkey, rtu_mad, pending.mac))
         else:
             remote_psn = UD_EXTRA.unpack_from(bytes(reply.private_data), len(private))[2]
             security = ad.security_for(
@@ -175,68 +180,87 @@ class ConnectionManager:
                 (pending.n0, private.n0),
                 remote_psn,
             )
-            ad.add_ud_peer(qp, pending.remote_gid, reply.qpn, reply.qkey, security)
+            ad.add_ud_peer(qp, pending.remote_gid, reply.qpn, reply.qkey, security, pending.mac)
 
     # ------------------------------------------------------------------ receiving CM MADs
 
-    def receive(self, view: frames.View, mad: Packet) -> None:
-        """A CM MAD arrived on QP1."""
+    def receive(self, view: frames.View, mad: Packet, payload: bytes) -> Outcome:
+        """A CM MAD arrived on QP1 (``payload``: the MAD as received); what became of it."""
         attr = mad.attribute_id
         body = mad.payload
         src_gid = str(ipaddress.IPv6Address(view.src_gid))
         if attr == layers.CmAttr.REQ and isinstance(body, layers.CmReq):
-            self._on_request(src_gid, view, body, body.local_comm_id, Service.RC)
-        elif attr == layers.CmAttr.SIDR_REQ and isinstance(body, layers.CmSidrReq):
-            self._on_request(src_gid, view, body, body.request_id, Service.UD)
-        elif attr == layers.CmAttr.REP and isinstance(body, layers.CmRep):
-            self._answer(src_gid, body.remote_comm_id, body, None)
-        elif attr == layers.CmAttr.SIDR_REP and isinstance(body, layers.CmSidrRep):
+            return self._on_request(src_gid, view, body, body.local_comm_id, Service.RC)
+        if attr == layers.CmAttr.SIDR_REQ and isinstance(body, layers.CmSidrReq):
+            return self._on_request(src_gid, view, body, body.request_id, Service.UD)
+        if attr == layers.CmAttr.REP and isinstance(body, layers.CmRep):
+            return self._answer(src_gid, view, body.remote_comm_id, body, None)
+        if attr == layers.CmAttr.SIDR_REP and isinstance(body, layers.CmSidrRep):
             refused = f"SIDR status {body.status}" if body.status else None
-            self._answer(src_gid, body.request_id, body, refused)
-        elif attr == layers.CmAttr.REJ and isinstance(body, layers.CmRej):
-            self._answer(src_gid, body.remote_comm_id, None, f"REJ reason {body.reason}")
-        elif attr == layers.CmAttr.RTU:
-            self.adapter.counters.bump("cm_rtu")
-        elif attr == layers.CmAttr.DREQ and isinstance(body, layers.CmDreq):
-            self._on_disconnect(src_gid, view, body)
-        elif attr == layers.CmAttr.DREP and isinstance(body, layers.CmDrep):
-            self._answer(src_gid, body.remote_comm_id, body, None)
-        else:
-            self.adapter.counters.drop(Drop.MALFORMED)
+            return self._answer(src_gid, view, body.request_id, body, refused)
+        if attr == layers.CmAttr.REJ and isinstance(body, layers.CmRej):
+            return self._answer(src_gid, view, body.remote_comm_id, None, f"REJ reason {body.reason}")
+        if attr == layers.CmAttr.RTU and isinstance(body, layers.CmRtu):
+            return self._on_rtu(src_gid, body)
+        if attr == layers.CmAttr.DREQ and isinstance(body, layers.CmDreq):
+            return self._on_disconnect(src_gid, view, body)
+        if attr == layers.CmAttr.DREP and isinstance(body, layers.CmDrep):
+            return self._answer(src_gid, view, body.remote_comm_id, body, None)
+        return Drop.MALFORMED
 
-    def _answer(self, src_gid: str, comm_id: int, reply: Any, error: str | None) -> None:
-        """A REP, SIDR_REP or REJ for one of our requests, from the host we asked (else stale)."""
+    def _answer(
+        self, src_gid: str, view: frames.View, comm_id: int, reply: Any, error: str | None
+    ) -> Outcome:
+        """A REP, SIDR_REP, REJ or DREP for one of our requests, from the host we asked (else stale)."""
         with self._lock:
             pending = self._pending.get(comm_id)
-        if pending is None or pending.remote_gid != src_gid:
-            self.adapter.counters.bump("cm_stale_replies")
-            return
-        pending.reply, pending.error = reply, error
+        if pending is None or pending.remote_gid != src_gid or pending.done.is_set():
+            return Drop.CM_STALE
+        pending.reply, pending.error, pending.mac = reply, error, view.src_mac
         pending.done.set()
+        return Taken.CM
+
+    def _connection(self, src_gid: str, local_comm_id: int) -> QueuePair | None:
+        """Our RC QP whose CM communication id is ``local_comm_id`` and whose peer is ``src_gid``."""
+        return next((q for q in self.adapter.list_qps() if q.comm_ids is not None
+                     and q.comm_ids[0] == local_comm_id and q.remote_gid == src_gid), None)
+
+    def _on_rtu(self, src_gid: str, body: Packet) -> Outcome:
+        """RTU: the active side confirms a connection we accepted."""
+        qp = self._connection(src_gid, body.remote_comm_id)
+        if qp is None or qp.comm_ids is None or qp.comm_ids[1] != body.local_comm_id:
+            return Drop.CM_STALE
+        self.adapter.counters.bump("cm_rtu")
+        return Taken.CM
 
     def _on_request(
         self, src_gid: str, view: frames.View, body: Packet, comm_id: int, service: Service
-    ) -> None:
+    ) -> Outcome:
+        """REQ or SIDR_REQ: answered with REP / SIDR_REP, or refused (REJ / SIDR_REP status 2, and no state
+        kept); the answer goes to the MAC the request came from."""
         ad = self.adapter
         with self._lock:
             earlier = self._accepted.get((src_gid, comm_id))
         if earlier is not None:  # our reply was lost and the peer retried: answer the same again
             ad.transmit(earlier)
-            return
+            return Taken.CM
         try:
-            reply = self._accept(src_gid, body, comm_id, service)
+            reply = self._accept(src_gid, view, body, comm_id, service)
         except (Refused, MissingKey, keys.KeyWrapError, AdapterError) as exc:
-            log.warning(
-                "refused %s from %s: %s", "REQ" if service is Service.RC else "SIDR_REQ", src_gid, exc
-            )
-            ad.counters.bump("cm_rejected")
-            reply = self._refusal(body, comm_id, service)
-        frame = ad.builder.mad_frame(src_gid, self._reply_pkey(view), bytes(reply))
+            if self._log_limiter.allow(type(exc).__name__):
+                log.warning(
+                    "refused %s from %s: %s", "REQ" if service is Service.RC else "SIDR_REQ", src_gid, exc
+                )
+            ad.transmit(ad.builder.mad_frame(src_gid, self._reply_pkey(view),
+                                             bytes(self._refusal(body, comm_id, service)), view.src_mac))
+            return Drop.CM_REFUSED
+        frame = ad.builder.mad_frame(src_gid, self._reply_pkey(view), bytes(reply), view.src_mac)
         with self._lock:
             self._accepted[(src_gid, comm_id)] = frame
             if len(self._accepted) > 4096:
                 self._accepted.pop(next(iter(self._accepted)))
         ad.transmit(frame)
+        return Taken.CM
 
     def _refusal(self, body: Packet, comm_id: int, service: Service) -> Packet:
         if service is Service.RC:
@@ -249,7 +273,11 @@ class ConnectionManager:
             layers.CmSidrRep(request_id=comm_id, status=SIDR_REJECTED, service_id=body.service_id),
         )
 
-    def _accept(self, src_gid: str, body: Packet, comm_id: int, service: Service) -> Packet:
+    def _accept(
+        self, src_gid: str, view: frames.View, body: Packet, comm_id: int, service: Service
+    ) -> Packet:
+        """Check a request completely, then create (or pick) the QP; anything that fails after the QP
+        exists takes it away again, so a refused request leaves no QP, connection or key behind."""
         ad = self.adapter
         size = len(layers.IbsecPrivateData())
         raw_private = bytes(body.private_data)
@@ -267,19 +295,47 @@ class ConnectionManager:
             remote_qpn, remote_psn, remote_qkey = body.local_qpn, body.starting_psn, 0
         else:
             remote_qpn, remote_qkey, remote_psn = UD_EXTRA.unpack_from(raw_private, size)
-        qp = self._local_qp(service, pkey, mode, scope, (body.service_id >> 8) & 0xFFFFFF)
-        session = None
+        if not layers.GSI_QPN < remote_qpn <= QPN_MAX or remote_psn > PSN_MASK:
+            raise Refused(f"requester QPN {remote_qpn:#x} or start PSN {remote_psn:#x} out of range")
+        sk = None
         if mode and scope is Scope.SESSION:
             kek = ad.keyring.pairwise_key(_guid(src_gid))
-            owner = self._sk_owner(src_gid, remote_qpn, ad.gid)
-            sk = keys.unwrap_key(kek, bytes(private.wrapped_key), keys.KeyType.SK, owner)
+            sk = keys.unwrap_key(kek, bytes(private.wrapped_key), keys.KeyType.SK,
+                                 self._sk_owner(src_gid, remote_qpn, ad.gid))
+        created, qp = self._local_qp(service, pkey, mode, scope, (body.service_id >> 8) & 0xFFFFFF)
+        try:
+            return self._accepted_reply(src_gid, view, body, comm_id, service, qp, sk, private.n0,
+                                        (remote_qpn, remote_psn, remote_qkey))
+        except BaseException:
+            if created:
+                ad.destroy_qp(qp)
+            raise
+
+    def _accepted_reply(
+        self,
+        src_gid: str,
+        view: frames.View,
+        body: Packet,
+        comm_id: int,
+        service: Service,
+        qp: QueuePair,
+        sk: keys.Key | None,
+        remote_n0: bytes,
+        remote: tuple[int, int, int],
+    ) -> Packet:
+        """Key, connect and answer an accepted request on ``qp``: REP or SIDR_REP."""
+        ad = self.adapter
+        remote_qpn, remote_psn, remote_qkey = remote
+        session = None
+        if sk is not None:
             session = ad.session_id(qp, comm_id)
             ad.store_session_key(session, sk)
         n0 = os.urandom(layers.NONCE_BASE_LEN)
-        security = ad.security_for(qp, src_gid, remote_qpn, session, False, (n0, private.n0), remote_psn)
-        mine = layers.IbsecPrivateData(secmode=mode, n0=n0)
+        security = ad.security_for(qp, src_gid, remote_qpn, session, False, (n0, remote_n0), remote_psn)
+        mine = layers.IbsecPrivateData(secmode=qp.mode, n0=n0)
+        what = f"from {src_gid} QP {remote_qpn:#x} on QP {qp.qpn:#x} (mode {qp.mode}, {qp.scope.value})"
         if service is Service.RC:
-            ad.connected(qp, src_gid, remote_qpn, security)
+            ad.connected(qp, src_gid, remote_qpn, security, view.src_mac)
             qp.comm_ids = (int.from_bytes(os.urandom(4), "big"), comm_id)
             rep = layers.CmRep(
                 local_comm_id=qp.comm_ids[0],
@@ -289,25 +345,11 @@ class ConnectionManager:
                 local_ca_guid=ad.guid,
                 private_data=mine,
             )
-            log.info(
-                "accepted RC from %s QP %#x on QP %#x (mode %d, %s)",
-                src_gid,
-                remote_qpn,
-                qp.qpn,
-                mode,
-                scope.value,
-            )
+            log.info("accepted RC %s", what)
             return self._mad(layers.CmAttr.REP, rep)
-        peer = ad.add_ud_peer(qp, src_gid, remote_qpn, remote_qkey, security)
+        peer = ad.add_ud_peer(qp, src_gid, remote_qpn, remote_qkey, security, view.src_mac)
         extra = UD_EXTRA.pack(qp.qpn, qp.qkey, peer.next_psn & PSN_MASK)
-        log.info(
-            "resolved UD for %s QP %#x to QP %#x (mode %d, %s)",
-            src_gid,
-            remote_qpn,
-            qp.qpn,
-            mode,
-            scope.value,
-        )
+        log.info("resolved UD %s", what)
         return self._mad(
             layers.CmAttr.SIDR_REP,
             layers.CmSidrRep(
@@ -320,14 +362,18 @@ class ConnectionManager:
             ),
         )
 
-    def _local_qp(self, service: Service, pkey: int, mode: int, scope: Scope, wanted: int) -> QueuePair:
-        """The QP a request lands on: a new one, or for UD an existing QP the requester named."""
+    def _local_qp(
+        self, service: Service, pkey: int, mode: int, scope: Scope, wanted: int
+    ) -> tuple[bool, QueuePair]:
+        """(created, QP): the QP a request lands on, a new one, or for UD an existing QP the requester
+        named."""
         if service is Service.UD and wanted:
-            qp = self.adapter.qps.get(wanted)
+            with self.adapter._lock:
+                qp = self.adapter.qps.get(wanted)
             if qp is None or qp.service is not Service.UD or qp.mode != mode or qp.scope is not scope:
                 raise Refused(f"QP {wanted:#x} is not a UD QP with mode {mode} and {scope.value} keys")
-            return qp
-        return self.adapter.create_qp(service, pkey, mode, scope)
+            return False, qp
+        return True, self.adapter.create_qp(service, pkey, mode, scope)
 
     def disconnect(self, qp: QueuePair, timeout: float) -> bool:
         """DREQ to the peer of an RC QP, wait for DREP (retried), then destroy the QP either way.
@@ -343,7 +389,7 @@ class ConnectionManager:
             self._pending[local] = pending
         dreq = layers.CmDreq(local_comm_id=local, remote_comm_id=remote, remote_qpn_eecn=qp.remote_qpn or 0)
         frame = self.adapter.builder.mad_frame(qp.remote_gid, qp.partition.pkey,
-                                               bytes(self._mad(layers.CmAttr.DREQ, dreq)))
+                                               bytes(self._mad(layers.CmAttr.DREQ, dreq)), qp.remote_mac)
         try:
             for _ in range(CM_RETRIES):
                 self.adapter.transmit(frame)
@@ -355,16 +401,17 @@ class ConnectionManager:
             self.adapter.destroy_qp(qp)
         return pending.done.is_set()
 
-    def _on_disconnect(self, src_gid: str, view: frames.View, body: Packet) -> None:
-        """DREQ: destroy the QP it names (if it is still there) and answer DREP in any case."""
+    def _on_disconnect(self, src_gid: str, view: frames.View, body: Packet) -> Outcome:
+        """DREQ: destroy the QP it names (if it is still there) and answer DREP in any case (IBA: the peer
+        may be retrying a DREQ whose DREP was lost), to the MAC the DREQ came from."""
         ad = self.adapter
-        qp = next((q for q in ad.list_qps() if q.comm_ids is not None and q.comm_ids[0] == body.remote_comm_id
-                   and q.remote_gid == src_gid), None)
+        qp = self._connection(src_gid, body.remote_comm_id)
         if qp is not None:
             ad.destroy_qp(qp)
         drep = layers.CmDrep(local_comm_id=body.remote_comm_id, remote_comm_id=body.local_comm_id)
-        ad.transmit(ad.builder.mad_frame(src_gid, self._reply_pkey(view), bytes(self._mad(layers.CmAttr.DREP,
-                                                                                          drep))))
+        ad.transmit(ad.builder.mad_frame(src_gid, self._reply_pkey(view),
+                                         bytes(self._mad(layers.CmAttr.DREP, drep)), view.src_mac))
+        return Taken.CM if qp is not None else Drop.CM_STALE
 
     def _reply_pkey(self, view: frames.View) -> int:
         """The P_Key of a reply: this port's own entry of the partition the request came in. A port sends

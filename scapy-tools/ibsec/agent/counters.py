@@ -1,7 +1,9 @@
-"""Counters of an agent: every dropped frame is counted under exactly one reason.
+"""Counters of an agent: every received frame is counted exactly once, as dropped or as taken.
 
-The reasons are the ones an operator (and the tests) ask about: a frame that fails a check is never
-delivered to the application, and the counter says which check stopped it.
+The drop reasons are the ones an operator (and the tests) ask about: a frame that fails a check is never
+delivered to the application, and the counter says which check stopped it. Frames that pass are counted by
+what they were (:class:`Taken`), so ``rx_frames`` = the sum of all drops + the sum of all taken, which the
+fuzz suite checks: a frame that is neither is a bug.
 """
 
 from __future__ import annotations
@@ -26,22 +28,47 @@ class Drop(enum.Enum):
     OUT_OF_BOUNDS = "out_of_bounds"  # RDMA WRITE outside its memory region
     MEMORY_KEY = "memory_key"  # extended memory protection: no proof of the (sub-)region key
     PSN_SEQUENCE = "psn_sequence"  # RC request ahead of the expected PSN (a frame was lost)
-    BAD_AUTH = "bad_auth"  # MAD from the SM with a missing or invalid authentication trailer
+    BAD_AUTH = "bad_auth"  # MAD with a missing or invalid authentication trailer (SM's, or CM on a secure
+    # connection)
     INJECTED = "injected"  # dropped on purpose by the fault-injection control command
+    CM_REFUSED = "cm_refused"  # CM request refused (answered with REJ or SIDR_REP status 2)
+    CM_STALE = "cm_stale"  # CM reply or message for no connection or attempt of ours
+
+
+class Taken(enum.Enum):
+    """What a received frame that was not dropped turned out to be."""
+
+    NOT_ROCE = "not_roce"  # not RoCEv2: not ours to judge (ignored)
+    NOT_FOR_US = "not_for_us"  # RoCEv2 to another GID (ignored)
+    DATA = "data"  # a request or datagram verified and taken (delivered, written, or part of a message)
+    ACK = "ack"  # an acknowledgement verified
+    CM = "cm"  # a CM MAD acted upon
+    MAD = "mad"  # a vendor MAD from the SM verified and applied
+    MAD_IGNORED = "mad_ignored"  # a well-formed MAD of a class this port does not serve
+
+
+Outcome = Drop | Taken
 
 
 class Counters:
-    """Thread-safe named counters: ``drops`` by :class:`Drop` reason and free-form ``stats``."""
+    """Thread-safe named counters: ``drops`` by :class:`Drop` reason, ``taken`` by :class:`Taken` kind and
+    free-form ``stats``."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._drops: Counter[str] = Counter()
+        self._taken: Counter[str] = Counter()
         self._stats: Counter[str] = Counter()
 
     def drop(self, reason: Drop) -> None:
         """Count one frame dropped for ``reason``."""
         with self._lock:
             self._drops[reason.value] += 1
+
+    def outcome(self, outcome: Outcome) -> None:
+        """Count what became of one received frame."""
+        with self._lock:
+            (self._drops if isinstance(outcome, Drop) else self._taken)[outcome.value] += 1
 
     def bump(self, name: str, amount: int = 1) -> None:
         """Add ``amount`` to the statistic ``name`` (frames sent, bytes delivered, traps, ...)."""
@@ -58,8 +85,14 @@ class Counters:
         with self._lock:
             return self._stats[name]
 
+    def unaccounted(self) -> int:
+        """Frames received but neither dropped nor taken (0 unless a frame is still being handled)."""
+        with self._lock:
+            return self._stats["rx_frames"] - sum(self._drops.values()) - sum(self._taken.values())
+
     def snapshot(self) -> dict[str, dict[str, int]]:
-        """All counters, every drop reason present (zero when none happened)."""
+        """All counters, every drop reason and kind of frame taken present (zero when none happened)."""
         with self._lock:
             drops = {reason.value: self._drops[reason.value] for reason in Drop}
-            return {"drops": drops, "stats": dict(sorted(self._stats.items()))}
+            taken = {kind.value: self._taken[kind.value] for kind in Taken}
+            return {"drops": drops, "taken": taken, "stats": dict(sorted(self._stats.items()))}

@@ -28,6 +28,7 @@ MODES = frozenset(int(m) for m in transport.Mode)
 MODE_SHIFT = 4  # security mode: the top three of BTH byte 8's seven reserved bits
 UDP_SPORT_BASE = 0xC000  # RoCEv2 source ports carry flow entropy; we use 0xC000 | QPN's low 14 bits
 ACK_SYNDROME = 0x00  # AETH syndrome of a positive ACK
+BROADCAST = b"\xff" * 6
 SERVICES = {"RC": opcodes.Service.RC, "UD": opcodes.Service.UD}
 
 
@@ -134,15 +135,17 @@ class Builder:
     def __init__(self, mac: bytes, gid: bytes) -> None:
         self.mac = mac
         self.gid = gid
-        self._templates: dict[tuple[bytes, str, int, int, int], _Template] = {}
+        self._templates: dict[tuple[bytes, bytes, str, int, int, int], _Template] = {}
 
-    def _template(self, dst_gid: bytes, opcode: str, pkey: int, dqpn: int, src_qp: int) -> _Template:
-        key = (dst_gid, opcode, pkey, dqpn, src_qp)
+    def _template(
+        self, dst_mac: bytes, dst_gid: bytes, opcode: str, pkey: int, dqpn: int, src_qp: int
+    ) -> _Template:
+        key = (dst_mac, dst_gid, opcode, pkey, dqpn, src_qp)
         template = self._templates.get(key)
         if template is None:
             if len(self._templates) >= 4096:
                 self._templates.pop(next(iter(self._templates)))
-            template = self._templates[key] = self._build_template(mac_of(dst_gid), *key)
+            template = self._templates[key] = self._build_template(*key)
         return template
 
     def _build_template(
@@ -179,9 +182,15 @@ class Builder:
         deth: tuple[int, int] | None = None,
         reth: tuple[int, int, int] | None = None,
         aeth: tuple[int, int] | None = None,
+        dst_mac: bytes | None = None,
     ) -> bytes:
-        """A mode-0 frame with final lengths and an empty ICRC slot: the input of ``transport.seal``."""
-        template = self._template(gid_bytes(dst_gid), opcode, pkey, dqpn, src_qp)
+        """A mode-0 frame with final lengths and an empty ICRC slot: the input of ``transport.seal``.
+
+        ``dst_mac``: where the peer's frames came from; only a tool naming a host by GID leaves it to
+        :func:`mac_of`.
+        """
+        gid = gid_bytes(dst_gid)
+        template = self._template(dst_mac or mac_of(gid), gid, opcode, pkey, dqpn, src_qp)
         frame = bytearray(template.headers)
         pad = -len(payload) % 4
         bth = template.bth
@@ -199,7 +208,9 @@ class Builder:
         icrc.set_lengths(frame, icrc.ETHER_LEN)
         return bytes(frame)
 
-    def mad_frame(self, dst_gid: bytes | str, pkey: int, payload: bytes) -> bytes:
+    def mad_frame(
+        self, dst_gid: bytes | str, pkey: int, payload: bytes, dst_mac: bytes | None = None
+    ) -> bytes:
         """A mode-0 UD SEND to QP1 carrying ``payload`` (a 256-byte MAD, with its auth trailer if any)."""
         frame = self.plain(
             dst_gid,
@@ -210,6 +221,7 @@ class Builder:
             payload,
             src_qp=layers.GSI_QPN,
             deth=(layers.GSI_QKEY, layers.GSI_QPN),
+            dst_mac=dst_mac,
         )
         return transport.seal(frame, None, transport.Sender(transport.Mode.NONE))
 
@@ -248,9 +260,18 @@ def new_security(
     )
 
 
-def mac_of(gid: bytes) -> bytes:
-    """The MAC of a GID's port under our conventions (the GUID is the MAC's modified EUI-64)."""
-    return bytes.fromhex(addressing.guid_to_mac(int.from_bytes(gid[8:], "big")).replace(":", ""))
+def mac_of(gid: bytes | str) -> bytes:
+    """The MAC a host named by ``gid`` is first tried at: the one its GUID was derived from (RoCE's
+    convention, modified EUI-64), or broadcast if the GUID is not MAC-derived.
+
+    For the first frame to a host a user names (a connect, a tool's target, the SM's configured GID); the
+    agent answers a frame at the MAC it came from, never at one computed from a GID a frame claims.
+    """
+    guid = int.from_bytes(gid_bytes(gid)[8:], "big")
+    try:
+        return bytes.fromhex(addressing.guid_to_mac(guid).replace(":", ""))
+    except ValueError:
+        return BROADCAST
 
 
 @functools.lru_cache(maxsize=4096)

@@ -20,8 +20,8 @@ from scapy.packet import Packet
 
 from ibsec import icrc, keys, layers, mad_auth
 
-from .counters import Drop
-from .frames import MODES
+from .counters import Drop, Outcome, Taken
+from .frames import MODES, mac_of
 from .qp import Partition, QueuePair
 
 if TYPE_CHECKING:
@@ -42,67 +42,57 @@ class ManagementAgent:
         self._last_tid = 0
         self._lock = threading.Lock()
         self.sm_gid = adapter.config.sm_gid and str(ipaddress.IPv6Address(adapter.config.sm_gid))
+        self.sm_mac = mac_of(self.sm_gid) if self.sm_gid else None  # learnt again from authentic SM MADs
 
     # ------------------------------------------------------------------ receiving
 
-    def receive(self, view: View) -> None:
-        """A frame for QP1: Q_Key, ICRC, then by management class."""
+    def receive(self, view: View) -> Outcome:
+        """A frame for QP1: Q_Key, ICRC, then by management class; what became of it."""
         ad = self.adapter
         if view.deth is None or view.deth[0] != layers.GSI_QKEY:
-            ad.counters.drop(Drop.BAD_QKEY)
             self.trap_bad_qkey(view)
-            return
+            return Drop.BAD_QKEY
         if view.mode != 0:
-            ad.counters.drop(Drop.BAD_MODE)
-            return
+            return Drop.BAD_MODE
         if not icrc.verify(view.data):
-            ad.counters.drop(Drop.BAD_ICRC)
-            return
+            return Drop.BAD_ICRC
         payload = view.data[view.located.headers_end : len(view.data) - icrc.ICRC_LEN]
         if len(payload) < layers.MAD_LEN or payload[0] != layers.MAD_BASE_VERSION:
-            ad.counters.drop(Drop.MALFORMED)
-            return
-        ad.counters.bump("rx_mads")
+            return Drop.MALFORMED
         mgmt_class, response_bit = payload[1], payload[3] >> 7
         # Scapy dissects only what will be used, and vendor MADs only once authentic: a flood of
         # garbage or forged MADs costs a byte compare or one GCM check each, not a dissection.
         if mgmt_class == layers.MgmtClass.CM:
             mad = self._dissect(view)
-            if mad is not None:
-                ad.cm.receive(view, mad)
-        elif mgmt_class == layers.MgmtClass.IBSEC_VENDOR and not response_bit:
-            self._vendor(view, payload)
-        else:
-            ad.counters.bump("rx_mads_ignored")
+            return Drop.MALFORMED if mad is None else ad.cm.receive(view, mad, payload)
+        if mgmt_class == layers.MgmtClass.IBSEC_VENDOR and not response_bit:
+            return self._vendor(view, payload)
+        return Taken.MAD_IGNORED
 
-    def _dissect(self, view: View) -> Packet | None:
-        mad = Ether(view.data).getlayer(layers.MAD)
-        if mad is None:
-            self.adapter.counters.drop(Drop.MALFORMED)
+    @staticmethod
+    def _dissect(view: View) -> Packet | None:
+        mad: Packet | None = Ether(view.data).getlayer(layers.MAD)
         return mad
 
-    def _vendor(self, view: View, payload: bytes) -> None:
+    def _vendor(self, view: View, payload: bytes) -> Outcome:
         """Key distribution or P_Key table from the SM: authenticated, fresh, then applied and answered."""
         ad = self.adapter
         sender = str(ipaddress.IPv6Address(view.src_gid))
         ca_sk = ad.keyring.ca_sk
         if ca_sk is None or (self.sm_gid is not None and sender != self.sm_gid):
-            ad.counters.drop(Drop.BAD_AUTH)
-            return
+            return Drop.BAD_AUTH
         try:
             mad_auth.verify(ca_sk.material, payload, view.src_gid)
             self._tid_guard.accept(view.src_gid, int.from_bytes(payload[8:16], "big"))
         except mad_auth.MadReplayError:
-            ad.counters.drop(Drop.REPLAY)
-            return
+            return Drop.REPLAY
         except mad_auth.MadAuthError:
-            ad.counters.drop(Drop.BAD_AUTH)
-            return
+            return Drop.BAD_AUTH
         mad = self._dissect(view)
         if mad is None:
-            return
+            return Drop.MALFORMED
+        self.sm_mac = view.src_mac  # an authentic MAD from the SM: its frames come from there
         body = mad.payload
-        status = int(layers.MadStatus.OK)
         if isinstance(body, layers.KeyDistribution):
             status = self._take_key(body, ca_sk)
             body.wrapped_key = bytes(keys.WRAPPED_KEY_LEN)
@@ -114,6 +104,7 @@ class ManagementAgent:
                               transaction_id=mad.transaction_id, attribute_id=mad.attribute_id,
                               attribute_modifier=mad.attribute_modifier) / body.copy()
         self._send_authenticated(sender, bytes(response)[: layers.MAD_LEN], ca_sk)
+        return Taken.MAD if status == layers.MadStatus.OK else Drop.MALFORMED
 
     def _take_key(self, body: Packet, ca_sk: keys.Key) -> int:
         try:
@@ -134,7 +125,6 @@ class ManagementAgent:
         mode makes the whole table malformed: nothing of it is applied."""
         entries = list(zip(body.pkeys, body.secmodes, strict=True))
         if any(mode not in MODES for _, mode in entries):
-            self.adapter.counters.drop(Drop.MALFORMED)
             return int(layers.MadStatus.INVALID_ATTR_VALUE)
         table = []
         for pkey, mode in ((int(pk), int(m)) for pk, m in entries if pk & 0x7FFF):
@@ -232,7 +222,7 @@ class ManagementAgent:
 
     def _send_authenticated(self, dst_gid: str, mad: bytes, key: keys.Key) -> None:
         payload = mad_auth.seal(key.material, mad, self.adapter.gid)
-        self.adapter.transmit(self.adapter.builder.mad_frame(dst_gid, 0xFFFF, payload))
+        self.adapter.transmit(self.adapter.builder.mad_frame(dst_gid, 0xFFFF, payload, self.sm_mac))
 
     def _next_tid(self) -> int:
         """Strictly increasing TransactionIDs, also across restarts (the SM keeps the last per sender)."""

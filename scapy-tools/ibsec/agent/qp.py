@@ -18,6 +18,7 @@ from typing import Any
 from ibsec import transport
 
 PSN_MASK = 0xFFFFFF
+QPN_MAX = 0xFFFFFF  # QPNs are 24 bits
 RECV_QUEUE_DEPTH = 4096
 
 

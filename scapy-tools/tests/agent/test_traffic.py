@@ -73,7 +73,7 @@ def test_secure_partition_refuses_a_downgrade_and_session_keys_go_through_the_ca
     a, b = start_agents(fabric, fabric.hosts, prov, None)
     with pytest.raises(CommandError, match="refused"):
         rc_pair(a, b, mode=0)
-    assert b.counters()["stats"]["cm_rejected"] == 1
+    assert b.counters()["drops"]["cm_refused"] == 1
     qpn, remote = rc_pair(a, b, mode=2, scope="session")
     before = b.counters()["skc"]
     for i in range(3):

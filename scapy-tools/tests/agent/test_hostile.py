@@ -1,0 +1,129 @@
+"""Hostile frames against one adapter in-process (issue 14): CM messages from addresses that are not
+MAC-derived, out-of-range fields, and what a refused frame may leave behind (nothing)."""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from ibsec import addressing, layers
+from ibsec.agent.adapter import Adapter
+from ibsec.agent.cm import IBSEC_SERVICE_ID, UD_EXTRA
+from ibsec.agent.frames import Builder, gid_bytes
+from ibsec.agent.qp import Scope, Service
+from scapy.layers.l2 import Ether
+from scapy.packet import Packet
+
+from .loopback import SECURE_PKEY, Loopback
+
+ATTACKER_MAC = bytes.fromhex("02aa00000042")
+RNG = random.Random(14)
+
+
+@pytest.fixture
+def loop(tmp_path: Path) -> Iterator[Loopback]:
+    link = Loopback(tmp_path)
+    yield link
+    link.close()
+
+
+def odd_gids(count: int) -> list[str]:
+    """GIDs whose GUID is not a MAC-derived EUI-64 (no ff:fe in the middle), random otherwise."""
+    found = []
+    while len(found) < count:
+        guid = RNG.getrandbits(64)
+        if (guid >> 24) & 0xFFFF != 0xFFFE:
+            found.append(addressing.make_gid(RNG.getrandbits(16), guid, site_local=RNG.random() < 0.5))
+    return found
+
+
+def cm(src_gid: str, dst_gid: str, body: Packet, attr: layers.CmAttr, pkey: int = 0xFFFF) -> bytes:
+    """A CM MAD frame from ``src_gid`` at the attacker's MAC."""
+    mad = layers.MAD(mgmt_class=layers.MgmtClass.CM, method=layers.Method.SEND, attribute_id=attr,
+                     transaction_id=RNG.getrandbits(64)) / body
+    return Builder(ATTACKER_MAC, gid_bytes(src_gid)).mad_frame(dst_gid, pkey, bytes(mad))
+
+
+def req(mode: int = 0, scope: Scope = Scope.PARTITION, pkey: int = 0xFFFF, qpn: int = 0x1234) -> layers.CmReq:
+    private = layers.IbsecPrivateData(secmode=mode, n0=os.urandom(12), wrapped_key=os.urandom(64))
+    return layers.CmReq(local_comm_id=RNG.getrandbits(32), service_id=IBSEC_SERVICE_ID | {
+        Scope.PARTITION: 0, Scope.SESSION: 1, Scope.DERIVED: 2}[scope], local_qpn=qpn,
+        starting_psn=RNG.getrandbits(24), partition_key=pkey, private_data=private)
+
+
+def sidr(qpn: int, psn: int, mode: int = 0, wanted: int = 0) -> layers.CmSidrReq:
+    private = bytes(layers.IbsecPrivateData(secmode=mode, n0=os.urandom(12)))
+    private += UD_EXTRA.pack(qpn, RNG.getrandbits(32), psn)
+    return layers.CmSidrReq(request_id=RNG.getrandbits(32), partition_key=0xFFFF,
+                            service_id=IBSEC_SERVICE_ID | (wanted << 8),
+                            private_data=private.ljust(216, b"\0"))
+
+
+def sent_by(loop: Loopback, adapter: Adapter, since: int) -> list[bytes]:
+    return [f for f in loop.frames[since:] if f[6:12] == adapter.config.mac]
+
+
+def test_cm_from_gids_that_are_not_mac_derived_is_answered_at_the_frame_s_mac(loop: Loopback) -> None:
+    victim = loop.adapters[1]
+    loop.mute = True
+    gids = odd_gids(40)
+    since = len(loop.frames)
+    dreq = layers.CmDreq(local_comm_id=1, remote_comm_id=2)
+    rtu = layers.CmRtu(local_comm_id=3, remote_comm_id=4)
+    for gid in gids:
+        victim.receive(cm(gid, victim.gid, req(), layers.CmAttr.REQ))  # mode 0 in 0xFFFF: accepted
+        victim.receive(cm(gid, victim.gid, sidr(0x4321, 5), layers.CmAttr.SIDR_REQ))
+        victim.receive(cm(gid, victim.gid, dreq, layers.CmAttr.DREQ))
+        victim.receive(cm(gid, victim.gid, rtu, layers.CmAttr.RTU))
+    counters = victim.counters.snapshot()
+    assert counters["stats"].get("internal_errors", 0) == 0
+    assert counters["taken"]["cm"] == 2 * len(gids)  # every REQ and SIDR_REQ answered
+    assert counters["drops"]["cm_stale"] == 2 * len(gids)  # DREQ and RTU for connections that do not exist
+    assert victim.counters.unaccounted() == 0
+    answers = sent_by(loop, victim, since)
+    assert len(answers) == 3 * len(gids)  # REP, SIDR_REP, DREP (as IBA wants for an unknown DREQ)
+    assert {a[:6] for a in answers} == {ATTACKER_MAC}  # never a MAC computed from the claimed GID
+    rc = [qp for qp in victim.list_qps() if qp.service is Service.RC]
+    assert {qp.remote_mac for qp in rc} == {ATTACKER_MAC} and {qp.remote_gid for qp in rc} == set(gids)
+
+
+@pytest.mark.parametrize("bad", [(1 << 24, 0), (0xFFFFFFFF, 0), (0x1234, 1 << 24), (0x1234, 0xFFFFFFFF),
+                                 (0, 5), (1, 5)])
+def test_a_sidr_request_with_fields_out_of_range_is_refused_and_leaves_nothing(
+    loop: Loopback, bad: tuple[int, int]
+) -> None:
+    victim = loop.adapters[1]
+    loop.mute = True
+    qps_before, since = len(victim.qps), len(loop.frames)
+    for gid in [loop.adapters[0].gid, *odd_gids(3)]:
+        victim.receive(cm(gid, victim.gid, sidr(*bad), layers.CmAttr.SIDR_REQ))
+    assert victim.counters.snapshot()["drops"]["cm_refused"] == 4
+    assert victim.counters.stat("internal_errors") == 0 and len(victim.qps) == qps_before
+    refusals = [Ether(f)[layers.CmSidrRep] for f in sent_by(loop, victim, since)]
+    assert [r.status for r in refusals] == [2] * 4
+
+
+@pytest.mark.parametrize("how", ["key does not unwrap", "no pairwise key", "no partition key"])
+def test_a_refused_request_leaves_no_qp_connection_or_key(loop: Loopback, how: str) -> None:
+    victim = loop.adapters[1]
+    loop.mute = True
+    if how == "no partition key":
+        victim.keyring._partition.clear()
+    stored = len(victim.skc)
+    for gid in ([loop.adapters[0].gid] * 3 if how != "no pairwise key" else odd_gids(3)):
+        scope = Scope.SESSION if how != "no partition key" else Scope.DERIVED
+        victim.receive(cm(gid, victim.gid, req(2, scope, SECURE_PKEY), layers.CmAttr.REQ, SECURE_PKEY))
+    assert victim.counters.snapshot()["drops"]["cm_refused"] == 3
+    assert victim.qps == {} and len(victim.skc) == stored
+    assert victim.counters.stat("internal_errors") == 0
+
+
+def test_a_connect_that_fails_takes_its_qp_away(loop: Loopback) -> None:
+    a = loop.adapters[0]
+    loop.mute = True
+    with pytest.raises(Exception, match="no CM reply"):
+        a.cm.connect(loop.adapters[1].gid, Service.RC, SECURE_PKEY, 2, Scope.SESSION, 0.3)
+    assert a.qps == {}
