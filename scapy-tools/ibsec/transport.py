@@ -261,6 +261,19 @@ def make_nonce(n0: bytes, direction: int, epsn: int, response: bool = False) -> 
     return (stream_base(n0, direction, response) ^ epsn).to_bytes(NONCE_LEN, "big")
 
 
+def connection_n0(requester: bytes, responder: bytes, direction: int) -> bytes:
+    """N0 of one direction of a connection from both ends' contributions: SHA-256 of the requester's and
+    the responder's fresh random values (CM REQ / REP PrivateData) and the direction, cut to 96 bits.
+
+    Neither end alone fixes a direction's nonces, so a REQ replayed to a responder that restarted (and
+    forgot it) gets a new responder contribution: frames sealed for the earlier connection fail their MAC
+    on the new one, in both directions, whatever key the scope gives.
+    """
+    if len(requester) != NONCE_LEN or len(responder) != NONCE_LEN or direction not in (0, 1):
+        raise ValueError(f"N0 contributions are {NONCE_LEN} bytes and the direction is 0 or 1")
+    return hashlib.sha256(b"ibsec-n0" + requester + responder + bytes([direction])).digest()[:NONCE_LEN]
+
+
 def direction_bit(local_endpoint: bytes, remote_endpoint: bytes) -> int:
     """sRDMA's direction bit from endpoint ids (e.g. GID || QPN): 0 from the smaller to the larger."""
     if local_endpoint == remote_endpoint:

@@ -52,7 +52,7 @@ log = logging.getLogger("ibsec.agent.adapter")
 
 DEFAULT_PKEY = 0xFFFF
 QP1 = 1
-FIRST_QPN = 0x100
+FIRST_QPN = 2  # QP0 and QP1 are the special QPs
 MAX_QPS = 4096  # CM requests from anyone create QPs: the table must not grow without bound
 MAX_UD_PEERS = 1024
 APP_PD_BASE = 0x10000  # PDs an application allocates; 0x1..0x7FFF are the partitions' own
@@ -114,7 +114,6 @@ class Adapter:
         self._app_pds: set[int] = set()
         self.qps: dict[int, QueuePair] = {}
         self._lock = threading.RLock()
-        self._next_qpn = FIRST_QPN
         self.builder = frames.Builder(config.mac, self.gid_bytes)
         self.trap_limiter = RateLimiter(config.trap_window)
         self.streaks = FailureStreak(config.mac_failure_threshold, config.retire_after)
@@ -174,10 +173,9 @@ class Adapter:
         if mode not in frames.MODES:
             raise AdapterError(f"security mode {mode} is not one of {sorted(frames.MODES)}")
         with self._lock:
-            if len(self.qps) >= MAX_QPS or self._next_qpn > QPN_MAX:
+            if len(self.qps) >= MAX_QPS:
                 raise AdapterError(f"no QP left ({MAX_QPS} in use at most)")
-            qpn = self._next_qpn
-            self._next_qpn += 1
+            qpn = self._fresh_qpn()
             qp = QueuePair(
                 qpn,
                 service,
@@ -187,9 +185,17 @@ class Adapter:
                 qkey=(qkey if qkey is not None else int.from_bytes(os.urandom(4), "big") & 0x7FFFFFFF),
                 pd=pd,
             )
-            qp.next_psn = int.from_bytes(os.urandom(3), "big")
+            qp.next_psn = secrets.randbits(24)
             self.qps[qpn] = qp
         return qp
+
+    def _fresh_qpn(self) -> int:
+        """An unused QPN drawn at random (ReDMArk predicted sequential ones): 2 .. 2^24 - 2, as QP0, QP1
+        and the multicast QPN 0xFFFFFF are not for connections. Called under the adapter's lock."""
+        while True:
+            qpn = FIRST_QPN + secrets.randbelow(QPN_MAX - FIRST_QPN)
+            if qpn not in self.qps:
+                return qpn
 
     # ------------------------------------------------------------------ protection domains
 
@@ -260,7 +266,8 @@ class Adapter:
         """The crypto context of a connection, keyed by its scope; mode 0 looks up no key at all.
 
         ``session`` is the session key cache id of a session-scope key (the key is fetched from the
-        cache per packet, as the adapter of seed 001 does); ``n0`` = (our nonce base, the peer's);
+        cache per packet, as the adapter of seed 001 does); ``n0`` = (the requester's contribution, the
+        responder's), from which each direction's nonce base is derived (``transport.connection_n0``);
         ``remote_psn`` the peer's starting PSN.
         """
         key = None
@@ -269,8 +276,11 @@ class Adapter:
                 raise AdapterError("session scope needs a session key from the CM handshake")
         elif qp.mode:
             key = self._partition_scope_key(qp, remote_gid, remote_qpn)
+        tx_n0, rx_n0 = (transport.connection_n0(*n0, direction) for direction in (0, 1))
+        if not initiator:
+            tx_n0, rx_n0 = rx_n0, tx_n0
         return frames.new_security(
-            qp.mode, key, session, qp.service.value, n0[0], n0[1], initiator, qp.next_psn, remote_psn
+            qp.mode, key, session, qp.service.value, tx_n0, rx_n0, initiator, qp.next_psn, remote_psn
         )
 
     def _partition_scope_key(self, qp: QueuePair, remote_gid: str, remote_qpn: int) -> bytes:

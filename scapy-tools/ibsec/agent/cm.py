@@ -331,7 +331,7 @@ class ConnectionManager:
             session = ad.session_id(qp, comm_id)
             ad.store_session_key(session, sk)
         n0 = os.urandom(layers.NONCE_BASE_LEN)
-        security = ad.security_for(qp, src_gid, remote_qpn, session, False, (n0, remote_n0), remote_psn)
+        security = ad.security_for(qp, src_gid, remote_qpn, session, False, (remote_n0, n0), remote_psn)
         mine = layers.IbsecPrivateData(secmode=qp.mode, n0=n0)
         what = f"from {src_gid} QP {remote_qpn:#x} on QP {qp.qpn:#x} (mode {qp.mode}, {qp.scope.value})"
         if service is Service.RC:

@@ -1,6 +1,7 @@
 """Registered memory regions: R_Key and bounds checks, and sRDMA's extended memory protection.
 
-A region is a bytearray at a virtual address the agent chooses, reachable by RDMA WRITE with its R_Key.
+A region is a bytearray at a virtual address the agent draws at random (page-aligned in a 47-bit space),
+reachable by RDMA WRITE with its R_Key (32 random bits).
 A region registered with extended memory protection (seed 002 section 4.6) additionally has a memory key
 K_MR = PRF_K_PD(start || end || R_Key) at the root of a binary one-way function tree (``ibsec.keys``):
 a write is accepted only when its MAC was computed under a key bound to the region's key or to one of its
@@ -11,15 +12,16 @@ delegated sub-region key writes that sub-region and nothing else, without the ta
 from __future__ import annotations
 
 import os
+import secrets
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from ibsec import keys
 
-REGION_BASE = 0x7F00_0000_0000
 MAX_REGION = 1 << 30  # bytes of one region at most
-REGION_ALIGN = 1 << 32  # one 4 GiB slot per region: simple, and every region start is tree-aligned
+PAGE = 1 << 12
+ADDRESS_SPACE = (1 << 32, 1 << 47)  # where regions are placed: a user-space-like 47-bit range, above 4 GiB
 
 
 class RegionError(Exception):
@@ -85,7 +87,6 @@ class MemoryTable:
         self._lock = threading.Lock()
         self._regions: dict[int, Region] = {}
         self._pd_key = keys.Key.generate(keys.KeyType.MEMORY, ())
-        self._next_slot = 0
 
     def register(self, length: int, ext_depth: int | None = None) -> Region:
         """A new zeroed region of ``length`` bytes; ``ext_depth`` turns on extended memory protection.
@@ -96,8 +97,7 @@ class MemoryTable:
         if not 0 < length <= MAX_REGION:
             raise RegionError(f"region length must be 1 .. 2^30 bytes, got {length}")
         with self._lock:
-            addr = REGION_BASE + self._next_slot * REGION_ALIGN
-            self._next_slot += 1
+            addr = self._fresh_address(length)
             r_key = self._fresh_rkey()
             region = Region(addr, r_key, bytearray(length))
             if ext_depth is not None:
@@ -108,6 +108,15 @@ class MemoryTable:
                 region.key = keys.memory_region_key(self._pd_key, region.tree)
             self._regions[r_key] = region
             return region
+
+    def _fresh_address(self, length: int) -> int:
+        """A page-aligned start drawn at random (ReDMArk guessed addresses that sat at a fixed base plus a
+        slot) where [start, start + length) overlaps no region."""
+        low, high = ADDRESS_SPACE
+        while True:
+            addr = low + secrets.randbelow((high - low - length) // PAGE) * PAGE
+            if not any(r.addr < addr + length and addr < r.addr + r.length for r in self._regions.values()):
+                return addr
 
     def _fresh_rkey(self) -> int:
         while True:

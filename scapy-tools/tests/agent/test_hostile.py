@@ -127,3 +127,53 @@ def test_a_connect_that_fails_takes_its_qp_away(loop: Loopback) -> None:
     with pytest.raises(Exception, match="no CM reply"):
         a.cm.connect(loop.adapters[1].gid, Service.RC, SECURE_PKEY, 2, Scope.SESSION, 0.3)
     assert a.qps == {}
+
+
+def restarted(loop: Loopback, index: int) -> Adapter:
+    """The adapter ``index`` after a restart: same configuration and keys, nothing else remembered."""
+    old = loop.adapters[index]
+    new = Adapter(old.config, old._send)
+    new.set_partitions(list(old.partitions.values()))
+    loop.adapters[index] = new
+    return new
+
+
+@pytest.mark.parametrize(("mode", "scope"), [(1, Scope.SESSION), (2, Scope.SESSION), (2, Scope.PARTITION),
+                                             (3, Scope.DERIVED), (4, Scope.PARTITION)])
+def test_frames_of_an_earlier_incarnation_never_verify_even_on_the_same_qpn(
+    loop: Loopback, monkeypatch: pytest.MonkeyPatch, mode: int, scope: Scope
+) -> None:
+    """Worst case of a replay across a restart: the replayed REQ lands on the very QPN of the earlier
+    connection (as sequential QPNs made certain). Its frames still fail the MAC: the responder's fresh N0
+    is in every nonce."""
+    a, b = loop.adapters
+    since = len(loop.frames)
+    qp = a.cm.connect(b.gid, Service.RC, SECURE_PKEY, mode, scope, 2.0)
+    for i in range(3):
+        a.post_send(qp.qpn, f"message {i}".encode())
+        assert b.wait_recv(qp.remote_qpn or 0, 2) == f"message {i}".encode()
+    captured = [f for f in loop.frames[since:] if f[6:12] == a.config.mac]  # REQ, RTU, SENDs
+    loop.mute = True
+    victim = restarted(loop, 1)
+    monkeypatch.setattr(victim, "_fresh_qpn", lambda: qp.remote_qpn)
+    for frame in captured:
+        victim.receive(frame)
+    counters = victim.counters.snapshot()
+    assert counters["taken"]["data"] == 0
+    assert counters["drops"]["mac_failure"] == 1 and counters["drops"]["psn_sequence"] == 2  # RC: in order
+    assert [q.qpn for q in victim.list_qps()] == [qp.remote_qpn]
+    assert victim.wait_recv(qp.remote_qpn or 0, 0.2) is None
+
+
+def test_qpns_start_psns_and_region_addresses_are_unpredictable(loop: Loopback) -> None:
+    """What ReDMArk predicted: QPNs in sequence, regions at a fixed base plus a slot. Each is now drawn
+    at random: consecutive values are not the previous one plus a constant, and no two repeat."""
+    b = loop.adapters[1]
+    qps = [b.create_qp(Service.RC) for _ in range(200)]
+    regions = [b.memory.register(4096) for _ in range(200)]
+    for values in ([q.qpn for q in qps], [q.next_psn for q in qps], [r.addr for r in regions],
+                   [r.r_key for r in regions]):
+        steps = {later - earlier for earlier, later in zip(values, values[1:], strict=False)}
+        assert len(set(values)) == len(values) and len(steps) > 150
+    assert all(1 < q.qpn < 0xFFFFFF for q in qps)
+    assert all(r.addr % 4096 == 0 for r in regions)
