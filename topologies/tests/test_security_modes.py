@@ -93,7 +93,7 @@ def test_forged_replayed_and_modified_frames_are_rejected_and_counted(fabric: ru
     for i in range(3):
         fabric.agents[a].call("send", qpn=qpn, data=f"message {i}")
         assert fabric.agents[b].call("recv", qpn=remote, timeout=10) is not None
-    region = fabric.agents[b].call("reg_mr", length=4096)
+    region = fabric.agents[b].call("reg_mr", length=4096, pkey=part.full_pkey)
     drops = fabric.agents[b].counters()["drops"]
     fabric.run_tool(ATTACKER, forge_argv(fabric, a, b, part, remote, region, next_psn(fabric, a, qpn), 2))
     scenario.until(lambda: drops_of(fabric, b)["mac_failure"] == drops["mac_failure"] + 1,
@@ -122,7 +122,7 @@ def test_a_forged_write_lands_when_security_is_off(fabric: run.FabricRun) -> Non
     qpn, remote = scenario.rc_pair(fabric, a, b, part, echo=False)
     fabric.agents[a].call("send", qpn=qpn, data="hello")
     assert fabric.agents[b].call("recv", qpn=remote, timeout=10) is not None
-    region = fabric.agents[b].call("reg_mr", length=4096)
+    region = fabric.agents[b].call("reg_mr", length=4096, pkey=part.full_pkey)
     fabric.run_tool(ATTACKER, forge_argv(fabric, a, b, part, remote, region, next_psn(fabric, a, qpn), 0))
 
     def landed() -> bytes:

@@ -31,7 +31,7 @@ from .cm import ConnectionManager
 from .counters import Counters, Drop, Outcome, Taken
 from .keyring import Keyring
 from .mads import ManagementAgent
-from .memory import MemoryTable, Region, proof_key
+from .memory import Access, MemoryTable, Region, proof_key
 from .qp import (
     PSN_MASK,
     QPN_MAX,
@@ -112,6 +112,7 @@ class Adapter:
         self._skc_lock = threading.Lock()
         self.partitions: dict[int, Partition] = {DEFAULT_PKEY: Partition(DEFAULT_PKEY)}
         self._app_pds: set[int] = set()
+        self._accept_pd: dict[int, int] = {}  # partition number -> PD of connections accepted in it
         self.qps: dict[int, QueuePair] = {}
         self._lock = threading.RLock()
         self.builder = frames.Builder(config.mac, self.gid_bytes)
@@ -197,11 +198,11 @@ class Adapter:
             if qpn not in self.qps:
                 return qpn
 
-    # ------------------------------------------------------------------ protection domains
+    # ------------------------------------------------------------------ protection domains and regions
 
     def alloc_pd(self) -> int:
-        """A new protection domain for an application: its QPs name it (``pd``). Ids are random above
-        the partitions' own (0x1..0x7FFF)."""
+        """A new protection domain for an application: its QPs and regions name it (``pd``), and its
+        regions take writes from its QPs only. Ids are random above the partitions' own (0x1..0x7FFF)."""
         with self._lock:
             while True:
                 pd = APP_PD_BASE + secrets.randbelow(PD_MAX - APP_PD_BASE + 1)
@@ -210,8 +211,8 @@ class Adapter:
                     return pd
 
     def pd_for(self, pkey: int | None, pd: int | None) -> int:
-        """The PD a QP joins: ``pd`` if given (it must exist), else the own PD of partition ``pkey``
-        (its 15-bit number; the default partition's when ``pkey`` is None too)."""
+        """The PD a QP or region joins: ``pd`` if given (it must exist), else the own PD of partition
+        ``pkey`` (its 15-bit number; the default partition's when ``pkey`` is None too)."""
         with self._lock:
             numbers = {p.number for p in self.partitions.values()}
             if pd is not None:
@@ -230,6 +231,32 @@ class Adapter:
         application the cache prefetches that application's frequent keys; the connection is the QPN and
         the CM communication id."""
         return qp.pd, (qp.qpn << 32) | comm_id
+
+    def listen(self, pkey: int, pd: int) -> None:
+        """Connections accepted in partition ``pkey`` from now on join protection domain ``pd``."""
+        pd = self.pd_for(None, pd)
+        if self.own_partition(pkey) is None:
+            raise AdapterError(f"P_Key {pkey:#06x} is not in this port's P_Key table")
+        with self._lock:
+            self._accept_pd[pkey & 0x7FFF] = pd
+
+    def accept_pd(self, pkey: int) -> int:
+        """The PD a connection accepted in partition ``pkey`` joins (the partition's own unless
+        :meth:`listen` named another)."""
+        with self._lock:
+            return self._accept_pd.get(pkey & 0x7FFF, pkey & 0x7FFF)
+
+    def reg_mr(
+        self,
+        length: int,
+        pkey: int | None = None,
+        pd: int | None = None,
+        access: Access = Access.ANY,
+        ext_depth: int | None = None,
+    ) -> Region:
+        """Register a region in protection domain ``pd``, or in partition ``pkey``'s own (default: the
+        default partition's); see :class:`~.memory.Access` for ``access``."""
+        return self.memory.register(length, self.pd_for(pkey, pd), access, ext_depth)
 
     def destroy_qp(self, qp: QueuePair) -> None:
         """Forget a QP and its session key (a later frame for it counts as ``no_qp``)."""
@@ -597,6 +624,9 @@ class Adapter:
         region = self.memory.lookup(r_key)
         if region is None:
             return Drop.BAD_RKEY
+        admitted = region.admits(qp.pd, qp.mode)
+        if not admitted:
+            return Drop.WRONG_PD if admitted is None else Drop.UNAUTHENTICATED_WRITE
         fits = length == view.payload_length if segment == "ONLY" else view.payload_length < length
         if not region.contains(va, length) or not fits:
             return Drop.OUT_OF_BOUNDS

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .lab import Agent, Fabric, provision, rc_pair, start_agents
+from .lab import SECURE_PKEY, Agent, Fabric, provision, rc_pair, start_agents
 
 MODES = (0, 1, 2, 3, 4)
 SIZES = (64, 256, 1024, 4096)
@@ -39,7 +39,7 @@ def prepare(a: Agent, b: Agent, mode: int) -> Setup:
     qpn, remote = rc_pair(a, b, mode, "session")
     b.call("serve", qpn=remote)
     bw_qpn, _ = rc_pair(a, b, mode, "session")
-    return Setup(qpn, bw_qpn, b.call("reg_mr", length=max(SIZES)))
+    return Setup(qpn, bw_qpn, b.call("reg_mr", length=max(SIZES), pkey=SECURE_PKEY))
 
 
 def measure(a: Agent, setup: Setup, size: int, iterations: int, duration: float) -> dict[str, float]:

@@ -373,7 +373,7 @@ class ConnectionManager:
             if qp is None or qp.service is not Service.UD or qp.mode != mode or qp.scope is not scope:
                 raise Refused(f"QP {wanted:#x} is not a UD QP with mode {mode} and {scope.value} keys")
             return False, qp
-        return True, self.adapter.create_qp(service, pkey, mode, scope)
+        return True, self.adapter.create_qp(service, pkey, mode, scope, pd=self.adapter.accept_pd(pkey))
 
     def disconnect(self, qp: QueuePair, timeout: float) -> bool:
         """DREQ to the peer of an RC QP, wait for DREP (retried), then destroy the QP either way.

@@ -18,7 +18,7 @@ from . import perf
 from .adapter import MAX_MESSAGE, PD_MAX, QPN_MAX, Adapter, AdapterError
 from .control import CommandError, Progress
 from .keyring import MissingKey
-from .memory import MAX_REGION, RegionError
+from .memory import MAX_REGION, Access, RegionError
 from .qp import Scope, Service
 
 MAX_TIMEOUT = 60.0
@@ -118,9 +118,16 @@ class Commands:
         return self.adapter.create_qp(service, pkey, mode, scope, qkey, pd).describe()
 
     def cmd_alloc_pd(self, args: Args, progress: Progress) -> Any:
-        """A new protection domain for an application: QPs that name it (``pd``) belong to it."""
+        """A new protection domain: QPs and regions that name it (``pd``) are isolated from the others."""
         args.done()
         return {"pd": self.adapter.alloc_pd()}
+
+    def cmd_listen(self, args: Args, progress: Progress) -> Any:
+        """Connections accepted in partition ``pkey`` from now on join protection domain ``pd``."""
+        pkey, pd = args.integer("pkey", 0, 0xFFFF), args.integer("pd", 0, PD_MAX)
+        args.done()
+        self.adapter.listen(pkey, pd)
+        return {"pkey": pkey, "pd": pd}
 
     def cmd_connect(self, args: Args, progress: Progress) -> Any:
         """CM handshake to ``remote_gid``: REQ/REP/RTU for RC, SIDR_REQ/SIDR_REP for UD."""
@@ -167,15 +174,22 @@ class Commands:
         return None if item is None else {"data_hex": item[0].hex(), **item[1]}
 
     def cmd_reg_mr(self, args: Args, progress: Progress) -> Any:
-        """Register a zeroed region of ``length`` bytes; ``ext_depth`` turns on extended memory protection."""
+        """Register a zeroed region of ``length`` bytes in protection domain ``pd`` or partition ``pkey``'s
+        own (default: the default partition's); ``access`` any or authenticated (modes 1-3 only);
+        ``ext_depth`` turns on extended memory protection."""
         length = args.integer("length", 1, MAX_REGION)
+        pkey = args.integer("pkey", 0, 0xFFFF, None)
+        pd = args.integer("pd", 0, PD_MAX, None)
+        access = Access(args.choice("access", [a.value for a in Access], Access.ANY.value))
         ext_depth = args.integer("ext_depth", 0, 64, None)
         args.done()
-        region = self.adapter.memory.register(length, ext_depth)
+        region = self.adapter.reg_mr(length, pkey, pd, access, ext_depth)
         return {
             "addr": region.addr,
             "rkey": region.r_key,
             "length": region.length,
+            "pd": region.pd,
+            "access": region.access.value,
             "ext_mem": region.tree is not None,
         }
 

@@ -25,6 +25,8 @@ class Drop(enum.Enum):
     BAD_MODE = "bad_mode"  # security mode differs from the QP's (e.g. a downgrade to mode 0)
     NO_QP = "no_qp"  # destination QP does not exist or is not connected
     BAD_RKEY = "bad_rkey"  # RDMA WRITE with an unknown R_Key
+    WRONG_PD = "wrong_pd"  # RDMA WRITE with the R_Key of a region in another protection domain
+    UNAUTHENTICATED_WRITE = "unauthenticated_write"  # to a region for authenticated access, in mode 0 or 4
     OUT_OF_BOUNDS = "out_of_bounds"  # RDMA WRITE outside its memory region
     MEMORY_KEY = "memory_key"  # extended memory protection: no proof of the (sub-)region key
     PSN_SEQUENCE = "psn_sequence"  # RC request ahead of the expected PSN (a frame was lost)

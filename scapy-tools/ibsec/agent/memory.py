@@ -1,4 +1,9 @@
-"""Registered memory regions: R_Key and bounds checks, and sRDMA's extended memory protection.
+"""Registered memory regions: protection domains, R_Key and bounds checks, sRDMA's extended protection.
+
+A region belongs to one protection domain (PD), as in IBA: its R_Key is valid only on QPs of that PD, so a
+connection of another partition (or of another application's PD) writes nothing with an R_Key it sniffed.
+A region registered for authenticated access takes only writes whose MAC covers address and data (modes
+1-3): a keyless mode-0 connection, or a mode-4 one (headers only), of its own PD is refused too.
 
 A region is a bytearray at a virtual address the agent draws at random (page-aligned in a 47-bit space),
 reachable by RDMA WRITE with its R_Key (32 random bits).
@@ -11,6 +16,7 @@ delegated sub-region key writes that sub-region and nothing else, without the ta
 
 from __future__ import annotations
 
+import enum
 import os
 import secrets
 import threading
@@ -28,6 +34,16 @@ class RegionError(Exception):
     """A registration the agent refuses (bad size, depth out of range)."""
 
 
+class Access(enum.Enum):
+    """Which writes a region takes (from QPs of its protection domain)."""
+
+    ANY = "any"  # any mode, mode 0 included: the R_Key and the PD are all that is checked
+    AUTHENTICATED = "authenticated"  # modes whose MAC covers the RETH and the data: 1, 2 and 3
+
+
+AUTHENTICATED_MODES = frozenset({1, 2, 3})
+
+
 @dataclass
 class Region:
     """One registered region; ``tree`` and ``key`` are set when extended memory protection is on."""
@@ -35,12 +51,20 @@ class Region:
     addr: int
     r_key: int
     buffer: bytearray
+    pd: int = 0
+    access: Access = Access.ANY
     tree: keys.MemoryRegion | None = None
     key: keys.Key | None = field(default=None, repr=False)
 
     @property
     def length(self) -> int:
         return len(self.buffer)
+
+    def admits(self, pd: int, mode: int) -> bool | None:
+        """May a QP of ``pd`` in security ``mode`` write here? None: the PD is not the region's."""
+        if pd != self.pd:
+            return None
+        return self.access is Access.ANY or mode in AUTHENTICATED_MODES
 
     def contains(self, va: int, length: int) -> bool:
         """Is [va, va + length) inside the region (a zero-length write at its end included)?"""
@@ -88,8 +112,11 @@ class MemoryTable:
         self._regions: dict[int, Region] = {}
         self._pd_key = keys.Key.generate(keys.KeyType.MEMORY, ())
 
-    def register(self, length: int, ext_depth: int | None = None) -> Region:
-        """A new zeroed region of ``length`` bytes; ``ext_depth`` turns on extended memory protection.
+    def register(
+        self, length: int, pd: int, access: Access = Access.ANY, ext_depth: int | None = None
+    ) -> Region:
+        """A new zeroed region of ``length`` bytes in protection domain ``pd``; ``ext_depth`` turns on
+        extended memory protection.
 
         Extended protection needs a power-of-two length (the tree halves it per level); ``ext_depth`` is
         the delegation depth limit (0: only the whole region's key).
@@ -99,7 +126,7 @@ class MemoryTable:
         with self._lock:
             addr = self._fresh_address(length)
             r_key = self._fresh_rkey()
-            region = Region(addr, r_key, bytearray(length))
+            region = Region(addr, r_key, bytearray(length), pd, access)
             if ext_depth is not None:
                 try:
                     region.tree = keys.MemoryRegion(addr, length, r_key, ext_depth)
@@ -142,14 +169,16 @@ class MemoryTable:
         except keys.MemoryKeyError as exc:
             raise RegionError(str(exc)) from None
 
-    def describe(self) -> list[dict[str, int | bool]]:
-        """What the control socket lists: address, length, R_Key, protection; never the keys."""
+    def describe(self) -> list[dict[str, int | bool | str]]:
+        """What the control socket lists: address, length, R_Key, PD, protection; never the keys."""
         with self._lock:
             return [
                 {
                     "addr": r.addr,
                     "length": r.length,
                     "rkey": r.r_key,
+                    "pd": r.pd,
+                    "access": r.access.value,
                     "ext_mem": r.tree is not None,
                     "ext_depth": r.tree.max_depth if r.tree else 0,
                 }

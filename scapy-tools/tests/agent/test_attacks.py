@@ -101,7 +101,7 @@ def test_eavesdropper_reads_mode_0_payloads_and_nothing_of_modes_1_and_2(scene: 
 
 @pytest.mark.parametrize("mode", [0, 2])
 def test_forged_rdma_write_with_captured_keys_lands_only_without_a_mac(scene: Scene, mode: int) -> None:
-    region = scene.b.call("reg_mr", length=64)
+    region = scene.b.call("reg_mr", length=64, pkey=SECURE_PKEY)
     qpn, _ = rc_pair(scene.a, scene.b, mode)
     _, view = capture(scene.tap, "RC_RDMA_WRITE_ONLY", lambda: scene.a.call(
         "write", qpn=qpn, va=region["addr"], rkey=region["rkey"], data="legit"))

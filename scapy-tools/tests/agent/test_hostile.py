@@ -12,7 +12,9 @@ import pytest
 from ibsec import addressing, layers
 from ibsec.agent.adapter import Adapter
 from ibsec.agent.cm import IBSEC_SERVICE_ID, UD_EXTRA
+from ibsec.agent.counters import Drop
 from ibsec.agent.frames import Builder, gid_bytes
+from ibsec.agent.memory import Access
 from ibsec.agent.qp import Scope, Service
 from scapy.layers.l2 import Ether
 from scapy.packet import Packet
@@ -170,10 +172,23 @@ def test_qpns_start_psns_and_region_addresses_are_unpredictable(loop: Loopback) 
     at random: consecutive values are not the previous one plus a constant, and no two repeat."""
     b = loop.adapters[1]
     qps = [b.create_qp(Service.RC) for _ in range(200)]
-    regions = [b.memory.register(4096) for _ in range(200)]
+    regions = [b.reg_mr(4096) for _ in range(200)]
     for values in ([q.qpn for q in qps], [q.next_psn for q in qps], [r.addr for r in regions],
                    [r.r_key for r in regions]):
         steps = {later - earlier for earlier, later in zip(values, values[1:], strict=False)}
         assert len(set(values)) == len(values) and len(steps) > 150
     assert all(1 < q.qpn < 0xFFFFFF for q in qps)
     assert all(r.addr % 4096 == 0 for r in regions)
+
+
+@pytest.mark.parametrize(("mode", "lands"), [(0, False), (1, True), (2, True), (3, True), (4, False)])
+def test_a_region_for_authenticated_access_takes_writes_whose_mac_covers_the_data(
+    loop: Loopback, mode: int, lands: bool
+) -> None:
+    a, b = loop.adapters
+    region = b.reg_mr(64, SECURE_PKEY, access=Access.AUTHENTICATED)
+    qp = a.cm.connect(b.gid, Service.RC, SECURE_PKEY, mode, Scope.SESSION, 2.0)
+    a.post_write(qp.qpn, region.addr, region.r_key, b"data")
+    assert a.wait_outstanding(qp.qpn, 0, 0.3) is lands
+    assert region.read(region.addr, 4) == (b"data" if lands else bytes(4))
+    assert b.counters.dropped(Drop.UNAUTHENTICATED_WRITE) == (0 if lands else 1)

@@ -55,7 +55,7 @@ def test_mode_0_makes_no_crypto_call(loop: Loopback, monkeypatch: pytest.MonkeyP
         qp = a.cm.connect(b.gid, Service.RC, SECURE_PKEY, 0, scope, 2.0)
         a.post_send(qp.qpn, b"clear")
         assert b.wait_recv(qp.remote_qpn or 0, 2) == b"clear"
-        region = b.memory.register(64)
+        region = b.reg_mr(64, SECURE_PKEY)
         a.post_write(qp.qpn, region.addr, region.r_key, b"written")
         assert a.wait_outstanding(qp.qpn, 0, 2) and region.read(region.addr, 7) == b"written"
         ud = a.cm.connect(b.gid, Service.UD, SECURE_PKEY, 0, scope, 2.0)
@@ -215,7 +215,7 @@ def test_modified_frames_fail_the_mac_where_the_mode_covers_the_change(loop: Loo
     covered in modes 1-4, the payload in modes 1-3 (mode 4 authenticates headers only, as sRDMA's
     header authentication), nothing in mode 0."""
     a, b = loop.adapters
-    region = b.memory.register(64)
+    region = b.reg_mr(64, SECURE_PKEY)
     qp = a.cm.connect(b.gid, Service.RC, SECURE_PKEY, mode, Scope.SESSION, 2.0)
     loop.mute = True  # the man in the middle: nothing a sends arrives unless the test delivers it
     a.post_write(qp.qpn, region.addr, region.r_key, b"original")
@@ -245,7 +245,7 @@ def _corpus(loop: Loopback) -> list[bytes]:
         qp = a.cm.connect(b.gid, Service.RC, SECURE_PKEY, mode, Scope.SESSION, 2.0)
         a.post_send(qp.qpn, bytes(range(mode * 10 + 5)))
         a.post_send(qp.qpn, os.urandom(2 * a.config.mtu + 100))  # FIRST, MIDDLE, LAST
-        region = b.memory.register(1024, 2 if mode else None)
+        region = b.reg_mr(1024, SECURE_PKEY, ext_depth=2 if mode else None)
         memory_key = b.memory.delegate(region.r_key, region.addr, 1024).material if mode else None
         a.post_write(qp.qpn, region.addr, region.r_key, b"w" * 33, memory_key)
         assert a.wait_outstanding(qp.qpn, 0, 2)

@@ -97,7 +97,7 @@ def test_retransmission_recovers_a_dropped_frame(pair: Pair) -> None:
 
 @pytest.mark.parametrize("mode", [0, 2])
 def test_rdma_write_lands_only_inside_the_region_and_only_with_its_rkey(pair: Pair, mode: int) -> None:
-    region = pair.b.call("reg_mr", length=256)
+    region = pair.b.call("reg_mr", length=256, pkey=SECURE_PKEY)
     qpn, _ = rc_pair(pair.a, pair.b, mode)
     assert pair.a.call("write", qpn=qpn, va=region["addr"] + 16, rkey=region["rkey"], data="inside")["acked"]
     content = bytes.fromhex(pair.b.call("read_mr", rkey=region["rkey"])["data_hex"])
@@ -119,7 +119,7 @@ def test_rdma_write_lands_only_inside_the_region_and_only_with_its_rkey(pair: Pa
 
 
 def test_extended_memory_protection_delegates_a_sub_region_and_nothing_else(pair: Pair) -> None:
-    region = pair.b.call("reg_mr", length=4096, ext_depth=3)
+    region = pair.b.call("reg_mr", length=4096, ext_depth=3, pkey=SECURE_PKEY)
     base, rkey = region["addr"], region["rkey"]
     sub = pair.b.call("mr_key", rkey=rkey, start=base + 1024, length=512)  # a depth-3 node
     qpn, _ = rc_pair(pair.a, pair.b, 2, "session")
@@ -160,7 +160,7 @@ def test_perf_runs_report_latency_percentiles_throughput_and_progress(pair: Pair
         lines = list(client.stream("perf", test="send_lat", qpn=qpn, size=64, iterations=300, duration=10))
     result = lines[-1]["result"]
     assert result["iterations"] == 300 and 0 < result["median_us"] <= result["p99_us"] <= result["max_us"]
-    region = pair.b.call("reg_mr", length=4096)
+    region = pair.b.call("reg_mr", length=4096, pkey=SECURE_PKEY)
     qpn, _ = rc_pair(pair.a, pair.b, 2)
     with pair.a.client() as client:
         lines = list(
@@ -216,7 +216,7 @@ def test_messages_longer_than_the_path_mtu_travel_as_several_packets(pair: Pair,
     qpn, remote = rc_pair(pair.a, pair.b, mode, "session")
     pair.a.call("send", qpn=qpn, data_hex=message.hex())
     assert bytes.fromhex(pair.b.call("recv", qpn=remote, timeout=5)["data_hex"]) == message
-    region = pair.b.call("reg_mr", length=8 * MTU)
+    region = pair.b.call("reg_mr", length=8 * MTU, pkey=SECURE_PKEY)
     assert pair.a.call("write", qpn=qpn, va=region["addr"] + 100, rkey=region["rkey"],
                        data_hex=message.hex())["acked"]
     content = bytes.fromhex(pair.b.call("read_mr", rkey=region["rkey"])["data_hex"])
@@ -228,7 +228,7 @@ def test_messages_longer_than_the_path_mtu_travel_as_several_packets(pair: Pair,
 
 
 def test_a_multi_packet_write_proves_the_sub_region_key_in_every_packet(pair: Pair) -> None:
-    region = pair.b.call("reg_mr", length=16 * MTU, ext_depth=2)
+    region = pair.b.call("reg_mr", length=16 * MTU, ext_depth=2, pkey=SECURE_PKEY)
     base, rkey = region["addr"], region["rkey"]
     quarter = 4 * MTU
     sub = pair.b.call("mr_key", rkey=rkey, start=base + quarter, length=quarter)

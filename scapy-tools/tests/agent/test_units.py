@@ -78,17 +78,18 @@ def test_pkey_matching_follows_iba_membership(table: int, packet: int, match: bo
 
 def test_memory_regions_bounds_and_tree_nodes() -> None:
     table = MemoryTable()
-    region = table.register(4096, ext_depth=2)
+    region = table.register(4096, 1, ext_depth=2)
     assert region.contains(region.addr, 4096) and not region.contains(region.addr + 1, 4096)
     nodes = list(region.candidate_nodes(region.addr + 1100, 10))
     assert nodes == [(region.addr, 4096), (region.addr, 2048), (region.addr + 1024, 1024)]
     assert list(region.candidate_nodes(region.addr + 1020, 10)) == [(region.addr, 4096), (region.addr, 2048)]
     with pytest.raises(RegionError):
-        table.register(1000, ext_depth=1)  # the tree needs a power of two
+        table.register(1000, 1, ext_depth=1)  # the tree needs a power of two
     with pytest.raises(RegionError):
-        table.delegate(table.register(64).r_key, 0, 64)  # no extended protection on this one
+        table.delegate(table.register(64, 1).r_key, 0, 64)  # no extended protection on this one
     described = table.describe()
-    assert {k for entry in described for k in entry} == {"addr", "length", "rkey", "ext_mem", "ext_depth"}
+    assert {k for entry in described for k in entry} == {"addr", "length", "rkey", "pd", "access", "ext_mem",
+                                                         "ext_depth"}
     assert region.key is not None and region.key.material.hex() not in str(described) + repr(region)
 
 
@@ -139,7 +140,7 @@ def test_attack_tools_refuse_unbounded_runs(bounds: list[str]) -> None:
 
 def test_delegation_stops_at_the_region_depth_limit() -> None:
     table = MemoryTable()
-    region = table.register(4096, ext_depth=1)
+    region = table.register(4096, 1, ext_depth=1)
     assert table.delegate(region.r_key, region.addr + 2048, 2048).material  # depth 1: allowed
     with pytest.raises(RegionError):
         table.delegate(region.r_key, region.addr + 1024, 1024)  # depth 2: beyond the limit
