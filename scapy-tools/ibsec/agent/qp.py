@@ -130,6 +130,7 @@ class QueuePair:
     peers: dict[tuple[str, int], UdPeer] = field(default_factory=dict)
     echo: bool = False
     comm_ids: tuple[int, int] | None = None  # RC: (our CM communication id, the peer's), for DREQ/DREP
+    cm_key: bytes | None = field(default=None, repr=False)  # RTU, DREQ, DREP of a secure connection
     inbound: Any = None  # RC: the multi-packet message being received (adapter.Inbound), if any
     recv_queue: deque[tuple[bytes, dict[str, Any]]] = field(
         default_factory=lambda: deque(maxlen=RECV_QUEUE_DEPTH)

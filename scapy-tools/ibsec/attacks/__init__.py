@@ -13,6 +13,7 @@ tool                    attack                                       stopped by
                         R_Key, QPN, PSN (ReDMArk impersonation)
 ``replay``              re-inject (or modify and inject) captured    extended-PSN nonce, replay window, MAC
 ``tag_brute``           brute-force a 32-bit mode-1 tag              consecutive-failure security trap
+``forge_dreq``          CM DREQ with sniffed communication ids       CM authentication (modes 1-4)
 ``forge_trap``          trap 257 naming an innocent host             MAD authentication at the SM
 ``trap_flood``          many traps at the SM                         MAD authentication, punt meter
 ======================  ===========================================  =========================================

@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from ibsec import layers
@@ -245,3 +246,49 @@ def test_forged_traps_fail_authentication_at_the_sm(scene: Scene) -> None:
 
 def _memory(agent: Agent, region: dict[str, int]) -> bytes:
     return bytes.fromhex(agent.call("read_mr", rkey=region["rkey"])["data_hex"])
+
+
+def handshake(scene: Scene, mode: int) -> tuple[int, int, Any]:
+    """An RC connection a -> b in ``mode`` and the REP seen on b's cable (its comm ids are in the clear)."""
+    tap = Tap(scene.tap)
+    try:
+        qpn, remote = rc_pair(scene.a, scene.b, mode, "session" if mode else "partition")
+        seen = [Ether(frame) for frame, view in tap.frames(0.5) if view.dqpn == layers.GSI_QPN]
+        rep = next(packet[layers.CmRep] for packet in seen if layers.CmRep in packet)
+    finally:
+        tap.close()
+    return qpn, remote, rep
+
+
+@pytest.mark.parametrize("mode", [0, 1, 2, 4])
+def test_a_forged_dreq_with_sniffed_comm_ids_ends_only_a_keyless_connection(scene: Scene, mode: int) -> None:
+    qpn, remote, rep = handshake(scene, mode)
+    before = drops(scene.b, "bad_auth")
+    ids = ["--local-comm-id", hex(rep.remote_comm_id), "--remote-comm-id", hex(rep.local_comm_id)]
+    attack(scene.fabric, scene.attacker, "forge_dreq", "--dst-gid", scene.b.host.gid, "--src-gid",
+           scene.a.host.gid, *ids, "--pkey", hex(SECURE_PKEY), "--count", "3")
+
+    def alive() -> bool:
+        return any(q["qpn"] == remote for q in scene.b.call("qps"))
+
+    if mode == 0:  # no key, no way to tell the forger from the peer: IBA's DREQ works
+        assert wait_for(lambda: not alive())
+        return
+    assert wait_for(lambda: drops(scene.b, "bad_auth") == before + 3) and alive()
+    scene.a.call("send", qpn=qpn, data="still connected")
+    assert scene.b.call("recv", qpn=remote, timeout=5)["data_hex"] == b"still connected".hex()
+
+
+def test_a_forged_dreq_learnt_by_sniffing_the_rep_leaves_the_requester_connected(scene: Scene) -> None:
+    out = scene.fabric.run_dir / "forge_dreq.out"
+    argv = [sys.executable, "-m", "ibsec.attacks.forge_dreq", "--iface", scene.tap.iface, "--dst-gid",
+            scene.a.host.gid, "--sniff", "20", "--count", "2"]
+    tool = scene.fabric.spawn(scene.tap, argv, out.name)
+    assert wait_for(lambda: "sniffing" in out.read_text(), timeout=20)
+    before = drops(scene.a, "bad_auth")
+    qpn, remote = rc_pair(scene.a, scene.b, 2, "session")
+    assert tool.wait(timeout=30) == 0
+    assert json.loads(out.read_text().splitlines()[-1])["sent"] == 2
+    assert wait_for(lambda: drops(scene.a, "bad_auth") == before + 2)
+    scene.b.call("send", qpn=remote, data="both ends alive")
+    assert scene.a.call("recv", qpn=qpn, timeout=5)["data_hex"] == b"both ends alive".hex()

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from ibsec import addressing, layers
+from ibsec import addressing, layers, mad_auth
 from ibsec.agent.adapter import Adapter
 from ibsec.agent.cm import IBSEC_SERVICE_ID, UD_EXTRA
 from ibsec.agent.counters import Drop
@@ -42,11 +44,15 @@ def odd_gids(count: int) -> list[str]:
     return found
 
 
-def cm(src_gid: str, dst_gid: str, body: Packet, attr: layers.CmAttr, pkey: int = 0xFFFF) -> bytes:
-    """A CM MAD frame from ``src_gid`` at the attacker's MAC."""
-    mad = layers.MAD(mgmt_class=layers.MgmtClass.CM, method=layers.Method.SEND, attribute_id=attr,
-                     transaction_id=RNG.getrandbits(64)) / body
-    return Builder(ATTACKER_MAC, gid_bytes(src_gid)).mad_frame(dst_gid, pkey, bytes(mad))
+def cm(
+    src_gid: str, dst_gid: str, body: Packet, attr: layers.CmAttr, pkey: int = 0xFFFF,
+    key: bytes | None = None,
+) -> bytes:
+    """A CM MAD frame from ``src_gid`` at the attacker's MAC, sealed under ``key`` if given."""
+    mad = bytes(layers.MAD(mgmt_class=layers.MgmtClass.CM, method=layers.Method.SEND, attribute_id=attr,
+                           transaction_id=RNG.getrandbits(64)) / body)[: layers.MAD_LEN]
+    payload = mad if key is None else mad_auth.seal(key, mad, src_gid)
+    return Builder(ATTACKER_MAC, gid_bytes(src_gid)).mad_frame(dst_gid, pkey, payload)
 
 
 def req(mode: int = 0, scope: Scope = Scope.PARTITION, pkey: int = 0xFFFF, qpn: int = 0x1234) -> layers.CmReq:
@@ -115,9 +121,11 @@ def test_a_refused_request_leaves_no_qp_connection_or_key(loop: Loopback, how: s
     if how == "no partition key":
         victim.keyring._partition.clear()
     stored = len(victim.skc)
-    for gid in ([loop.adapters[0].gid] * 3 if how != "no pairwise key" else odd_gids(3)):
-        scope = Scope.SESSION if how != "no partition key" else Scope.DERIVED
-        victim.receive(cm(gid, victim.gid, req(2, scope, SECURE_PKEY), layers.CmAttr.REQ, SECURE_PKEY))
+    scope = Scope.SESSION if how != "no partition key" else Scope.DERIVED
+    member = loop.adapters[0]  # the REQ is sealed as a member would: it is refused for what comes after
+    key = member.cm.request_key(2, scope, SECURE_PKEY, victim.gid) if how == "key does not unwrap" else None
+    for gid in ([member.gid] * 3 if how != "no pairwise key" else odd_gids(3)):
+        victim.receive(cm(gid, victim.gid, req(2, scope, SECURE_PKEY), layers.CmAttr.REQ, SECURE_PKEY, key))
     assert victim.counters.snapshot()["drops"]["cm_refused"] == 3
     assert victim.qps == {} and len(victim.skc) == stored
     assert victim.counters.stat("internal_errors") == 0
@@ -192,3 +200,54 @@ def test_a_region_for_authenticated_access_takes_writes_whose_mac_covers_the_dat
     assert a.wait_outstanding(qp.qpn, 0, 0.3) is lands
     assert region.read(region.addr, 4) == (b"data" if lands else bytes(4))
     assert b.counters.dropped(Drop.UNAUTHENTICATED_WRITE) == (0 if lands else 1)
+
+
+@pytest.mark.parametrize("seal", ["none", "random trailer", "wrong key", "another peer's key"])
+@pytest.mark.parametrize(("mode", "scope"), [(1, Scope.PARTITION), (2, Scope.SESSION), (3, Scope.DERIVED),
+                                             (4, Scope.SESSION)])
+def test_a_secure_request_not_sealed_under_its_request_key_gets_no_answer_and_leaves_nothing(
+    loop: Loopback, seal: str, mode: int, scope: Scope
+) -> None:
+    a, b = loop.adapters
+    loop.mute = True
+    since = len(loop.frames)
+    for _ in range(3):
+        body = req(mode, scope, SECURE_PKEY)
+        mad = bytes(layers.MAD(mgmt_class=layers.MgmtClass.CM, method=layers.Method.SEND,
+                               attribute_id=layers.CmAttr.REQ) / body)[: layers.MAD_LEN]
+        right = a.cm.request_key(mode, scope, SECURE_PKEY, b.gid)
+        assert right is not None
+        payload = {"none": mad, "random trailer": mad + os.urandom(mad_auth.MAD_AUTH_LEN),
+                   "wrong key": mad_auth.seal(os.urandom(16), mad, a.gid),
+                   "another peer's key": mad_auth.seal(right, mad, odd_gids(1)[0])}[seal]
+        b.receive(Builder(a.config.mac, gid_bytes(a.gid)).mad_frame(b.gid, SECURE_PKEY, payload))
+    assert b.counters.dropped(Drop.BAD_AUTH) == 3 and b.qps == {} and sent_by(loop, b, since) == []
+
+
+def test_a_forged_rej_or_rep_cannot_decide_a_secure_connect(loop: Loopback) -> None:
+    a, b = loop.adapters
+    loop.mute = True
+    since = len(loop.frames)
+    result: list[object] = []
+    thread = threading.Thread(target=lambda: result.append(
+        a.cm.connect(b.gid, Service.RC, SECURE_PKEY, 2, Scope.SESSION, 5.0)))
+    thread.start()
+    assert wait_until(lambda: sent_by(loop, a, since))
+    request = Ether(sent_by(loop, a, since)[0])[layers.CmReq]
+    forged = [layers.CmRej(remote_comm_id=request.local_comm_id, reason=28),
+              layers.CmRep(remote_comm_id=request.local_comm_id, local_qpn=0x4242, local_comm_id=7)]
+    for body in forged:
+        attr = layers.CmAttr.REJ if isinstance(body, layers.CmRej) else layers.CmAttr.REP
+        a.receive(cm(b.gid, a.gid, body, attr, SECURE_PKEY))
+    assert a.counters.dropped(Drop.BAD_AUTH) == 2
+    b.receive(sent_by(loop, a, since)[0])  # the real REQ reaches b, b's REP reaches a
+    a.receive(sent_by(loop, b, since)[0])
+    thread.join(timeout=10)
+    assert result and result[0].remote_qpn == b.list_qps()[0].qpn  # type: ignore[attr-defined]
+
+
+def wait_until(predicate: Callable[[], object], timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not predicate():
+        time.sleep(0.01)
+    return bool(predicate())

@@ -12,7 +12,8 @@ from ibsec.agent.qp import pkey_matches
 from ibsec.agent.traps import FailureStreak, RateLimiter
 from ibsec.attacks import common
 
-TOOLS = ("pkey_flood", "spoof", "eavesdrop", "forge", "replay", "tag_brute", "forge_trap", "trap_flood")
+TOOLS = ("pkey_flood", "spoof", "eavesdrop", "forge", "replay", "tag_brute", "forge_trap", "trap_flood",
+         "forge_dreq")
 
 
 class Clock:
