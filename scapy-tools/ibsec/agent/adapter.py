@@ -27,6 +27,7 @@ from ibsec import addressing, icrc, keys, transport
 from ibsec.skc import DEFAULT_PREFETCH_ENTRIES, SessionKeyCache
 
 from . import frames
+from .admission import Admission, Limits
 from .cm import ConnectionManager
 from .counters import Counters, Drop, Outcome, Taken
 from .keyring import Keyring
@@ -83,6 +84,7 @@ class AgentConfig:
     skc_bytes: int = 16384
     skc_prefetch: int = DEFAULT_PREFETCH_ENTRIES  # prefetch buffer entries (0: no prefetching)
     mtu: int = 4096  # path MTU: payload bytes per packet (IBA: 256, 512, 1024, 2048 or 4096)
+    limits: Limits = Limits()  # what connection requests may take a QP (admission)
 
 
 def load_partitions(path: Path) -> list[Partition]:
@@ -118,6 +120,7 @@ class Adapter:
         self.builder = frames.Builder(config.mac, self.gid_bytes)
         self.trap_limiter = RateLimiter(config.trap_window)
         self.streaks = FailureStreak(config.mac_failure_threshold, config.retire_after)
+        self.admission = Admission(config.limits)
         self.inject_drops = 0
         if config.pkey_file:
             self.set_partitions(load_partitions(config.pkey_file))
@@ -262,6 +265,7 @@ class Adapter:
         """Forget a QP and its session key (a later frame for it counts as ``no_qp``)."""
         with self._lock:
             self.qps.pop(qp.qpn, None)
+        self.admission.forget(qp.qpn)
         if qp.security is not None and qp.security.cache_id is not None:
             with self._skc_lock:
                 self.skc.remove(qp.security.cache_id)
@@ -455,7 +459,16 @@ class Adapter:
     # ------------------------------------------------------------------ timer: retransmission
 
     def tick(self) -> None:
-        """Retransmit every request unacknowledged for longer than the ACK timeout (go-back-N)."""
+        """Retransmit every request unacknowledged for longer than the ACK timeout (go-back-N); reap
+        half-open connections (accepted, never established) older than the admission timeout."""
+        for qpn in self.admission.expired():
+            with self._lock:
+                qp = self.qps.get(qpn)
+            if qp is not None:
+                log.info("QP %#x: half-open connection from %s timed out", qpn, qp.remote_gid)
+                self.counters.bump("half_open_expired")
+                self.destroy_qp(qp)
+            self.admission.forget(qpn)
         now = time.monotonic()
         with self._lock:
             qps = [qp for qp in self.qps.values() if qp.unacked and qp.state is State.RTS]
@@ -674,7 +687,9 @@ class Adapter:
         return Taken.DATA
 
     def _accepted(self, qp: QueuePair, info: transport.OpenInfo) -> None:
-        """A request verified: the MAC-failure streak ends and the request is acknowledged."""
+        """A request verified: the connection is established (if it was half-open), the MAC-failure
+        streak ends and the request is acknowledged."""
+        self.admission.established(qp.qpn)
         self.streaks.success(qp.qpn)
         self._acknowledge(qp, info)
 
@@ -741,6 +756,7 @@ class Adapter:
         opened = self._open(qp, view, peer.security, peer.security.requests)
         if isinstance(opened, Drop):
             return opened
+        self.admission.established(qp.qpn)
         self.streaks.success(qp.qpn)
         self._deliver(qp, opened[0], {"src_gid": peer.gid, "src_qp": peer.qpn}, reply_to=(peer.gid, peer.qpn))
         return Taken.DATA

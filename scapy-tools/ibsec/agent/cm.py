@@ -28,13 +28,13 @@ import logging
 import os
 import struct
 import threading
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
-
-from scapy.packet import Packet
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from ibsec import keys, layers, mad_auth
 
+from . import cmwire
+from .admission import OverLimit
 from .counters import Drop, Outcome, Taken
 from .keyring import MissingKey
 from .qp import PSN_MASK, QPN_MAX, AdapterError, QueuePair, Scope, Service
@@ -50,10 +50,11 @@ IBSEC_SERVICE_ID = 0x1B5E_C000_0000_0000
 SCOPE_CODES = {Scope.PARTITION: 0, Scope.SESSION: 1, Scope.DERIVED: 2}
 SCOPES = {code: scope for scope, code in SCOPE_CODES.items()}
 REJ_CONSUMER = 28  # IBA 12.6.7.2: Consumer Reject
+REJ_NO_QP = 1  # IBA 12.6.7.2: No QP available
 SIDR_REJECTED = 2
 CM_RETRIES = 3
 UD_EXTRA = struct.Struct("!III")  # after IbsecPrivateData in SIDR PrivateData: QPN, Q_Key, start PSN
-PRIVATE_LEN = len(layers.IbsecPrivateData())
+PRIVATE_LEN = cmwire.PRIVATE.size
 REQUEST_LABEL = b"ibsec CM request"
 CONNECTION_LABEL = b"ibsec CM connection"
 
@@ -72,7 +73,7 @@ class Pending:
     session: tuple[int, int] | None  # session key cache id of the session key, if any
     auth: bytes | None = field(default=None, repr=False)  # the key the answer must be sealed under
     done: threading.Event = field(default_factory=threading.Event)
-    reply: Any = None
+    reply: cmwire.Message | None = None
     error: str | None = None
     mac: bytes = b""  # where the reply came from: the peer's frames go there
 
@@ -86,7 +87,7 @@ class Request:
     pkey: int
     mode: int
     scope: Scope | None  # None: not our service id, or an unknown scope
-    private: Packet  # IbsecPrivateData
+    private: cmwire.Private
     remote: tuple[int, int, int]  # the requester's QPN, start PSN and Q_Key (RC: 0)
     wanted: int  # UD: the QP the requester wants resolved (0: a new one)
 
@@ -121,9 +122,9 @@ class ConnectionManager:
         assert key is not None
         return keys.prf(key, CONNECTION_LABEL + n0[0] + n0[1])
 
-    def _payload(self, attr: layers.CmAttr, body: Packet, key: bytes | None) -> bytes:
+    def _payload(self, message: cmwire.Message, key: bytes | None) -> bytes:
         """The UD payload of a CM MAD: the 256 bytes, sealed with a trailer when there is a key."""
-        mad = bytes(_mad(attr, body))[: layers.MAD_LEN]
+        mad = cmwire.write(replace(message, tid=int.from_bytes(os.urandom(8), "big")))
         return mad if key is None else mad_auth.seal(key, mad, self.adapter.gid)
 
     @staticmethod
@@ -181,33 +182,32 @@ class ConnectionManager:
             wrapped = keys.wrap_key(ad.keyring.pairwise_key(_guid(remote_gid)), sk)
             session = ad.session_id(qp, comm_id)
             ad.store_session_key(session, sk)
-        private = layers.IbsecPrivateData(secmode=qp.mode, n0=n0, wrapped_key=wrapped)
+        private = cmwire.pack_private(qp.mode, n0, wrapped)
         service_id = IBSEC_SERVICE_ID | SCOPE_CODES[qp.scope]
         if service is Service.RC:
-            body: Packet = layers.CmReq(
+            message = cmwire.Message(
+                layers.CmAttr.REQ,
                 local_comm_id=comm_id,
                 service_id=service_id,
                 local_ca_guid=ad.guid,
-                local_qpn=qp.qpn,
-                starting_psn=qp.next_psn & PSN_MASK,
-                partition_key=qp.partition.pkey,
-                primary_local_gid=ad.gid,
-                primary_remote_gid=remote_gid,
-                primary_local_lid=ad.config.lid,
-                private_data=private,
+                qpn=qp.qpn,
+                psn=qp.next_psn & PSN_MASK,
+                pkey=qp.partition.pkey,
+                local_lid=ad.config.lid,
+                local_gid=ad.gid_bytes,
+                remote_gid=ipaddress.IPv6Address(remote_gid).packed,
+                private=private,
             )
-            attr = layers.CmAttr.REQ
         else:
-            extra = UD_EXTRA.pack(qp.qpn, qp.qkey, qp.next_psn & PSN_MASK)
-            body = layers.CmSidrReq(
-                request_id=comm_id,
-                partition_key=qp.partition.pkey,
+            message = cmwire.Message(
+                layers.CmAttr.SIDR_REQ,
+                local_comm_id=comm_id,
+                pkey=qp.partition.pkey,
                 service_id=service_id | ((remote_qpn or 0) << 8),
-                private_data=(bytes(private) + extra).ljust(216, b"\0"),
+                private=private + UD_EXTRA.pack(qp.qpn, qp.qkey, qp.next_psn & PSN_MASK),
             )
-            attr = layers.CmAttr.SIDR_REQ
         pending = Pending(qp, remote_gid, n0, session, auth)
-        frame = ad.builder.mad_frame(remote_gid, qp.partition.pkey, self._payload(attr, body, auth))
+        frame = ad.builder.mad_frame(remote_gid, qp.partition.pkey, self._payload(message, auth))
         self._exchange(comm_id, pending, frame, timeout)
         return pending, comm_id
 
@@ -226,53 +226,47 @@ class ConnectionManager:
 
     def _finish_active(self, pending: Pending, comm_id: int, service: Service) -> None:
         ad, qp, reply = self.adapter, pending.qp, pending.reply
-        private = layers.IbsecPrivateData(bytes(reply.private_data)[:PRIVATE_LEN])
-        n0, gid = (pending.n0, private.n0), pending.remote_gid
+        assert reply is not None
+        n0, gid = (pending.n0, cmwire.private(reply.private).n0), pending.remote_gid
         if service is Service.RC:
-            remote_qpn, remote_psn = reply.local_qpn, reply.starting_psn
-            security = ad.security_for(qp, gid, remote_qpn, pending.session, True, n0, remote_psn)
-            ad.connected(qp, pending.remote_gid, remote_qpn, security, pending.mac)
+            security = ad.security_for(qp, gid, reply.qpn, pending.session, True, n0, reply.psn)
+            ad.connected(qp, gid, reply.qpn, security, pending.mac)
             qp.comm_ids = (comm_id, reply.local_comm_id)
             qp.cm_key = self._connection_key(qp, n0)
-            rtu = layers.CmRtu(local_comm_id=comm_id, remote_comm_id=reply.local_comm_id)
-            payload = self._payload(layers.CmAttr.RTU, rtu, qp.cm_key)
-            ad.transmit(ad.builder.mad_frame(pending.remote_gid, qp.partition.pkey, payload, pending.mac))
+            rtu = cmwire.Message(layers.CmAttr.RTU, local_comm_id=comm_id, remote_comm_id=reply.local_comm_id)
+            payload = self._payload(rtu, qp.cm_key)
+            ad.transmit(ad.builder.mad_frame(gid, qp.partition.pkey, payload, pending.mac))
         else:
-            remote_psn = UD_EXTRA.unpack_from(bytes(reply.private_data), PRIVATE_LEN)[2]
+            remote_psn = UD_EXTRA.unpack_from(reply.private, PRIVATE_LEN)[2]
             security = ad.security_for(qp, gid, reply.qpn, pending.session, True, n0, remote_psn)
-            ad.add_ud_peer(qp, pending.remote_gid, reply.qpn, reply.qkey, security, pending.mac)
+            ad.add_ud_peer(qp, gid, reply.qpn, reply.qkey, security, pending.mac)
 
     # ------------------------------------------------------------------ receiving CM MADs
 
-    def receive(self, view: frames.View, mad: Packet, payload: bytes) -> Outcome:
+    def receive(self, view: frames.View, payload: bytes) -> Outcome:
         """A CM MAD arrived on QP1 (``payload``: the MAD as received, with its trailer if any)."""
-        attr = mad.attribute_id
-        body = mad.payload
-        src_gid = str(ipaddress.IPv6Address(view.src_gid))
-        if len(payload) not in (layers.MAD_LEN, layers.MAD_LEN + mad_auth.MAD_AUTH_LEN):
+        message = cmwire.read(payload)
+        if message is None or len(payload) not in (layers.MAD_LEN, layers.MAD_LEN + mad_auth.MAD_AUTH_LEN):
             return Drop.MALFORMED
-        if attr == layers.CmAttr.REQ and isinstance(body, layers.CmReq):
-            return self._on_request(src_gid, view, payload, _request_of(body, Service.RC))
-        if attr == layers.CmAttr.SIDR_REQ and isinstance(body, layers.CmSidrReq):
-            return self._on_request(src_gid, view, payload, _request_of(body, Service.UD))
-        if attr == layers.CmAttr.REP and isinstance(body, layers.CmRep):
-            return self._answer(src_gid, view, payload, body.remote_comm_id, body, None)
-        if attr == layers.CmAttr.SIDR_REP and isinstance(body, layers.CmSidrRep):
-            refused = f"SIDR status {body.status}" if body.status else None
-            return self._answer(src_gid, view, payload, body.request_id, body, refused)
-        if attr == layers.CmAttr.REJ and isinstance(body, layers.CmRej):
-            refused = f"REJ reason {body.reason}"
-            return self._answer(src_gid, view, payload, body.remote_comm_id, None, refused)
-        if attr == layers.CmAttr.RTU and isinstance(body, layers.CmRtu):
-            return self._on_rtu(src_gid, view, payload, body)
-        if attr == layers.CmAttr.DREQ and isinstance(body, layers.CmDreq):
-            return self._on_disconnect(src_gid, view, payload, body)
-        if attr == layers.CmAttr.DREP and isinstance(body, layers.CmDrep):
-            return self._answer(src_gid, view, payload, body.remote_comm_id, body, None)
-        return Drop.MALFORMED
+        src_gid = str(ipaddress.IPv6Address(view.src_gid))
+        attr = message.attr
+        if attr in (layers.CmAttr.REQ, layers.CmAttr.SIDR_REQ):
+            return self._on_request(src_gid, view, payload, _request_of(message))
+        if attr == layers.CmAttr.RTU:
+            return self._on_rtu(src_gid, view, payload, message)
+        if attr == layers.CmAttr.DREQ:
+            return self._on_disconnect(src_gid, view, payload, message)
+        error = None
+        if attr == layers.CmAttr.REJ:
+            error = f"REJ reason {message.status}"
+        elif attr == layers.CmAttr.SIDR_REP and message.status:
+            error = f"SIDR status {message.status}"
+        answered = message.local_comm_id if attr == layers.CmAttr.SIDR_REP else message.remote_comm_id
+        return self._answer(src_gid, view, payload, answered, message, error)
 
     def _answer(
-        self, src_gid: str, view: frames.View, payload: bytes, comm_id: int, reply: Any, error: str | None
+        self, src_gid: str, view: frames.View, payload: bytes, comm_id: int, reply: cmwire.Message,
+        error: str | None,
     ) -> Outcome:
         """A REP, SIDR_REP, REJ or DREP for one of our requests, from the host we asked (else stale),
         sealed under the key the request was (else it is not the peer's)."""
@@ -291,13 +285,14 @@ class ConnectionManager:
         return next((q for q in self.adapter.list_qps() if q.comm_ids is not None
                      and q.comm_ids[0] == local_comm_id and q.remote_gid == src_gid), None)
 
-    def _on_rtu(self, src_gid: str, view: frames.View, payload: bytes, body: Packet) -> Outcome:
+    def _on_rtu(self, src_gid: str, view: frames.View, payload: bytes, rtu: cmwire.Message) -> Outcome:
         """RTU: the active side confirms a connection we accepted (sealed under its CM key if secure)."""
-        qp = self._connection(src_gid, body.remote_comm_id)
-        if qp is None or qp.comm_ids is None or qp.comm_ids[1] != body.local_comm_id:
+        qp = self._connection(src_gid, rtu.remote_comm_id)
+        if qp is None or qp.comm_ids is None or qp.comm_ids[1] != rtu.local_comm_id:
             return Drop.CM_STALE
         if qp.cm_key is not None and not self._authentic(payload, qp.cm_key, view):
             return Drop.BAD_AUTH
+        self.adapter.admission.established(qp.qpn)
         self.adapter.counters.bump("cm_rtu")
         return Taken.CM
 
@@ -319,9 +314,12 @@ class ConnectionManager:
             return Taken.CM
         try:
             reply = self._accept(src_gid, view, request)
+        except OverLimit as exc:
+            self._refuse(src_gid, view, request, exc, auth)
+            return Drop.CM_LIMIT
         except (Refused, MissingKey, keys.KeyWrapError, AdapterError) as exc:
             return self._refuse(src_gid, view, request, exc, auth)
-        frame = self._reply_frame(src_gid, view, self._payload(*reply, auth))
+        frame = self._reply_frame(src_gid, view, self._payload(reply, auth))
         with self._lock:
             self._accepted[(src_gid, request.comm_id)] = frame
             if len(self._accepted) > 4096:
@@ -343,16 +341,16 @@ class ConnectionManager:
             what = "REQ" if request.service is Service.RC else "SIDR_REQ"
             log.warning("refused %s from %s: %s", what, src_gid, exc)
         if request.service is Service.RC:
-            attr = layers.CmAttr.REJ
-            body: Packet = layers.CmRej(remote_comm_id=request.comm_id, reason=REJ_CONSUMER)
+            reason = REJ_NO_QP if isinstance(exc, OverLimit) else REJ_CONSUMER
+            answer = cmwire.Message(layers.CmAttr.REJ, remote_comm_id=request.comm_id, status=reason)
         else:
-            attr = layers.CmAttr.SIDR_REP
-            body = layers.CmSidrRep(request_id=request.comm_id, status=SIDR_REJECTED)
-        payload = self._payload(attr, body, auth)
+            answer = cmwire.Message(layers.CmAttr.SIDR_REP, local_comm_id=request.comm_id,
+                                    status=SIDR_REJECTED)
+        payload = self._payload(answer, auth)
         self.adapter.transmit(self._reply_frame(src_gid, view, payload))
         return Drop.CM_REFUSED
 
-    def _accept(self, src_gid: str, view: frames.View, request: Request) -> tuple[layers.CmAttr, Packet]:
+    def _accept(self, src_gid: str, view: frames.View, request: Request) -> cmwire.Message:
         """Check a request completely, then create (or pick) the QP; anything that fails after the QP
         exists takes it away again, so a refused request leaves no QP, connection or key behind."""
         ad = self.adapter
@@ -371,19 +369,25 @@ class ConnectionManager:
         sk = None
         if mode and scope is Scope.SESSION:
             kek = ad.keyring.pairwise_key(_guid(src_gid))
-            sk = keys.unwrap_key(kek, bytes(request.private.wrapped_key), keys.KeyType.SK,
+            sk = keys.unwrap_key(kek, request.private.wrapped_key, keys.KeyType.SK,
                                  _sk_owner(src_gid, remote_qpn, ad.gid))
+        keyless = not mode
+        if not (request.service is Service.UD and request.wanted):  # it takes a new QP
+            ad.admission.check(src_gid, view.src_mac, request.pkey, keyless)
         created, qp = self._local_qp(request)
         try:
-            return self._accepted_reply(src_gid, view, request, qp, sk)
+            reply = self._accepted_reply(src_gid, view, request, qp, sk)
         except BaseException:
             if created:
                 ad.destroy_qp(qp)
             raise
+        if created:
+            ad.admission.accepted(qp.qpn, src_gid, view.src_mac, request.pkey, keyless)
+        return reply
 
     def _accepted_reply(
         self, src_gid: str, view: frames.View, request: Request, qp: QueuePair, sk: keys.Key | None
-    ) -> tuple[layers.CmAttr, Packet]:
+    ) -> cmwire.Message:
         """Key, connect and answer an accepted request on ``qp``: REP or SIDR_REP."""
         ad = self.adapter
         remote_qpn, remote_psn, remote_qkey = request.remote
@@ -392,34 +396,27 @@ class ConnectionManager:
             session = ad.session_id(qp, request.comm_id)
             ad.store_session_key(session, sk)
         n0 = os.urandom(layers.NONCE_BASE_LEN)
-        contributions = (bytes(request.private.n0), n0)
+        contributions = (request.private.n0, n0)
         security = ad.security_for(qp, src_gid, remote_qpn, session, False, contributions, remote_psn)
-        mine = layers.IbsecPrivateData(secmode=qp.mode, n0=n0)
+        mine = cmwire.pack_private(qp.mode, n0)
         what = f"from {src_gid} QP {remote_qpn:#x} on QP {qp.qpn:#x} (mode {qp.mode}, {qp.scope.value})"
         if request.service is Service.RC:
             ad.connected(qp, src_gid, remote_qpn, security, view.src_mac)
             qp.comm_ids = (int.from_bytes(os.urandom(4), "big"), request.comm_id)
             qp.cm_key = self._connection_key(qp, contributions)
-            rep = layers.CmRep(
-                local_comm_id=qp.comm_ids[0],
-                remote_comm_id=request.comm_id,
-                local_qpn=qp.qpn,
-                starting_psn=qp.next_psn & PSN_MASK,
-                local_ca_guid=ad.guid,
-                private_data=mine,
-            )
             log.info("accepted RC %s", what)
-            return layers.CmAttr.REP, rep
+            return cmwire.Message(layers.CmAttr.REP, local_comm_id=qp.comm_ids[0],
+                                  remote_comm_id=request.comm_id, qpn=qp.qpn, psn=qp.next_psn & PSN_MASK,
+                                  local_ca_guid=ad.guid, private=mine)
         peer = ad.add_ud_peer(qp, src_gid, remote_qpn, remote_qkey, security, view.src_mac)
-        extra = UD_EXTRA.pack(qp.qpn, qp.qkey, peer.next_psn & PSN_MASK)
         log.info("resolved UD %s", what)
-        return layers.CmAttr.SIDR_REP, layers.CmSidrRep(
-            request_id=request.comm_id,
-            status=0,
+        return cmwire.Message(
+            layers.CmAttr.SIDR_REP,
+            local_comm_id=request.comm_id,
             qpn=qp.qpn,
             qkey=qp.qkey,
             service_id=IBSEC_SERVICE_ID | SCOPE_CODES[qp.scope] | (request.wanted << 8),
-            private_data=(bytes(mine) + extra).ljust(136, b"\0"),
+            private=mine + UD_EXTRA.pack(qp.qpn, qp.qkey, peer.next_psn & PSN_MASK),
         )
 
     def _local_qp(self, request: Request) -> tuple[bool, QueuePair]:
@@ -448,8 +445,9 @@ class ConnectionManager:
             return False
         local, remote = qp.comm_ids
         pending = Pending(qp, qp.remote_gid, b"", None, qp.cm_key)
-        dreq = layers.CmDreq(local_comm_id=local, remote_comm_id=remote, remote_qpn_eecn=qp.remote_qpn or 0)
-        payload = self._payload(layers.CmAttr.DREQ, dreq, qp.cm_key)
+        dreq = cmwire.Message(layers.CmAttr.DREQ, local_comm_id=local, remote_comm_id=remote,
+                              qpn=qp.remote_qpn or 0)
+        payload = self._payload(dreq, qp.cm_key)
         frame = self.adapter.builder.mad_frame(qp.remote_gid, qp.partition.pkey, payload, qp.remote_mac)
         try:
             self._exchange(local, pending, frame, timeout)
@@ -457,19 +455,22 @@ class ConnectionManager:
             self.adapter.destroy_qp(qp)
         return pending.done.is_set()
 
-    def _on_disconnect(self, src_gid: str, view: frames.View, payload: bytes, body: Packet) -> Outcome:
+    def _on_disconnect(
+        self, src_gid: str, view: frames.View, payload: bytes, dreq: cmwire.Message
+    ) -> Outcome:
         """DREQ: destroy the QP it names, if the DREQ is sealed under that connection's CM key (a
         secure connection survives anything else), and answer DREP; for a connection we do not have, an
         open DREP too (IBA: the peer may be retrying a DREQ whose DREP was lost). To the DREQ's MAC."""
         ad = self.adapter
-        qp = self._connection(src_gid, body.remote_comm_id)
+        qp = self._connection(src_gid, dreq.remote_comm_id)
         key = qp.cm_key if qp is not None else None
         if key is not None and not self._authentic(payload, key, view):
             return Drop.BAD_AUTH
         if qp is not None:
             ad.destroy_qp(qp)
-        drep = layers.CmDrep(local_comm_id=body.remote_comm_id, remote_comm_id=body.local_comm_id)
-        answer = self._payload(layers.CmAttr.DREP, drep, key)
+        drep = cmwire.Message(layers.CmAttr.DREP, local_comm_id=dreq.remote_comm_id,
+                              remote_comm_id=dreq.local_comm_id)
+        answer = self._payload(drep, key)
         ad.transmit(self._reply_frame(src_gid, view, answer))
         return Taken.CM if qp is not None else Drop.CM_STALE
 
@@ -482,31 +483,23 @@ class ConnectionManager:
         pkey = partition.pkey if partition is not None else view.pkey
         return self.adapter.builder.mad_frame(src_gid, pkey, payload, view.src_mac)
 
-def _request_of(body: Packet, service: Service) -> Request:
+def _request_of(message: cmwire.Message) -> Request:
     """The fields of a REQ or SIDR_REQ the passive side decides on (SIDR's PrivateData carries the
-    requester's QPN, Q_Key and PSN after IbsecPrivateData, 32 bits each: checked later)."""
-    raw = bytes(body.private_data)
-    ours = body.service_id & ~0xFFFFFFFF == IBSEC_SERVICE_ID
-    scope = SCOPES.get(body.service_id & 0xFF) if ours else None
-    private = layers.IbsecPrivateData(raw[:PRIVATE_LEN])
-    if service is Service.RC:
-        return Request(service, body.local_comm_id, body.partition_key, private.secmode, scope, private,
-                       (body.local_qpn, body.starting_psn, 0), 0)
-    qpn, qkey, psn = UD_EXTRA.unpack_from(raw, PRIVATE_LEN)
-    return Request(service, body.request_id, body.partition_key, private.secmode, scope, private,
-                   (qpn, psn, qkey), (body.service_id >> 8) & 0xFFFFFF)
+    requester's QPN, Q_Key and PSN after ours, 32 bits each: checked later)."""
+    ours = message.service_id & ~0xFFFFFFFF == IBSEC_SERVICE_ID
+    scope = SCOPES.get(message.service_id & 0xFF) if ours else None
+    private = cmwire.private(message.private)
+    if message.attr == layers.CmAttr.REQ:
+        return Request(Service.RC, message.local_comm_id, message.pkey, private.mode, scope, private,
+                       (message.qpn, message.psn, 0), 0)
+    qpn, qkey, psn = UD_EXTRA.unpack_from(message.private, PRIVATE_LEN)
+    return Request(Service.UD, message.local_comm_id, message.pkey, private.mode, scope, private,
+                   (qpn, psn, qkey), (message.service_id >> 8) & 0xFFFFFF)
 
 
 def _sk_owner(initiator_gid: str, initiator_qpn: int, target_gid: str) -> tuple[int, int, int]:
     """Owner ids a session key is wrapped with: who asked, from which QP, and whom."""
     return (int(ipaddress.IPv6Address(initiator_gid)), initiator_qpn, int(ipaddress.IPv6Address(target_gid)))
-
-
-def _mad(attr: layers.CmAttr, body: Packet) -> Packet:
-    tid = int.from_bytes(os.urandom(8), "big")
-    header = layers.MAD(mgmt_class=layers.MgmtClass.CM, method=layers.Method.SEND, attribute_id=attr,
-                        transaction_id=tid)
-    return header / body
 
 
 def _guid(gid: str) -> int:

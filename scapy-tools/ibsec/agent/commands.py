@@ -88,9 +88,11 @@ class Commands:
         return self.adapter.describe()
 
     def cmd_counters(self, args: Args, progress: Progress) -> Any:
-        """Drops by reason and statistics, plus the session key cache's hits and misses."""
+        """Drops by reason, frames taken, statistics, half-open and keyless connections, and the session key
+        cache's hits and misses."""
         args.done()
         snapshot: dict[str, Any] = dict(self.adapter.counters.snapshot())
+        snapshot["admission"] = self.adapter.admission.describe()
         stats = self.adapter.skc.stats
         snapshot["skc"] = {
             "stored": len(self.adapter.skc),

@@ -35,6 +35,7 @@ class Drop(enum.Enum):
     INJECTED = "injected"  # dropped on purpose by the fault-injection control command
     CM_REFUSED = "cm_refused"  # CM request refused (answered with REJ or SIDR_REP status 2)
     CM_STALE = "cm_stale"  # CM reply or message for no connection or attempt of ours
+    CM_LIMIT = "cm_limit"  # CM request over an admission limit (half-open, per source, keyless share)
 
 
 class Taken(enum.Enum):

@@ -19,6 +19,7 @@ from ibsec import keys
 from ibsec.skc import DEFAULT_PREFETCH_ENTRIES
 
 from .adapter import Adapter, AgentConfig
+from .admission import Limits
 from .commands import Commands
 from .control import ControlServer
 from .rawport import RawPort
@@ -65,6 +66,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--skc-bytes", type=int, default=16384, help="session key cache size in bytes")
     parser.add_argument("--skc-prefetch", type=int, default=DEFAULT_PREFETCH_ENTRIES,
                         help="entries of the session key cache's prefetch buffer (0: no prefetching)")
+    parser.add_argument("--half-open-timeout", type=float, default=Limits.half_open_timeout,
+                        help="seconds an accepted connection may wait for its RTU or first packet")
     return parser.parse_args(argv)
 
 
@@ -100,6 +103,7 @@ def config_from(args: argparse.Namespace, mac: bytes) -> AgentConfig:
         mtu=args.mtu or path_mtu(args.iface),
         skc_bytes=args.skc_bytes,
         skc_prefetch=args.skc_prefetch,
+        limits=Limits(half_open_timeout=args.half_open_timeout),
     )
 
 

@@ -2,8 +2,8 @@
 
 Receiving: :func:`parse` finds the headers with the wire library (``ibsec.icrc.locate``, the opcode table)
 and reads the few fields the adapter decides on; the payload is only touched by the transport's open.
-Sending: Scapy builds the headers once per (destination, opcode, P_Key, QP) and the result is cached;
-per packet only the PSN, the DETH/RETH/AETH fields and the payload are patched in, then
+Sending: Scapy builds the headers once per opcode and the result is cached; per packet the destination
+(MAC, GID), UDP source port, P_Key, QPN, PSN, the DETH/RETH/AETH fields and the payload are patched in, then
 ``ibsec.transport.seal`` finishes the frame in the connection's mode (mode 0: lengths and ICRC, no crypto
 call). That keeps Scapy's per-packet cost (hundreds of microseconds) off the data path while every header
 still comes from the real layers.
@@ -124,39 +124,38 @@ def parse(frame: bytes) -> View | None:
 
 @dataclass(frozen=True)
 class _Template:
-    headers: bytes  # Ethernet .. last extension header, mode 0; PSN and extension fields get patched
+    headers: bytes  # Ethernet .. last extension header, mode 0; addresses and fields get patched
     bth: int  # offset of the BTH
     ext: dict[opcodes.Ext, int]  # offset of each extension header
 
 
+DST_MAC = slice(0, 6)
+DST_GID = slice(icrc.ETHER_LEN + 24, icrc.ETHER_LEN + 40)
+UDP_SPORT = slice(icrc.ETHER_LEN + icrc.IPV6_LEN, icrc.ETHER_LEN + icrc.IPV6_LEN + 2)
+
+
 class Builder:
-    """Builds frames from this port: Scapy once per header shape, byte patches per packet."""
+    """Builds frames from this port: Scapy once per opcode, byte patches per packet (destination MAC and
+    GID, UDP source port, P_Key, QPN, PSN, extension headers), so a new peer costs no Scapy build."""
 
     def __init__(self, mac: bytes, gid: bytes) -> None:
         self.mac = mac
         self.gid = gid
-        self._templates: dict[tuple[bytes, bytes, str, int, int, int], _Template] = {}
+        self._templates: dict[str, _Template] = {}
 
-    def _template(
-        self, dst_mac: bytes, dst_gid: bytes, opcode: str, pkey: int, dqpn: int, src_qp: int
-    ) -> _Template:
-        key = (dst_mac, dst_gid, opcode, pkey, dqpn, src_qp)
-        template = self._templates.get(key)
+    def _template(self, opcode: str) -> _Template:
+        template = self._templates.get(opcode)
         if template is None:
-            if len(self._templates) >= 4096:
-                self._templates.pop(next(iter(self._templates)))
-            template = self._templates[key] = self._build_template(*key)
+            template = self._templates[opcode] = self._build_template(opcode)
         return template
 
-    def _build_template(
-        self, dst_mac: bytes, dst_gid: bytes, opcode: str, pkey: int, dqpn: int, src_qp: int
-    ) -> _Template:
+    def _build_template(self, opcode: str) -> _Template:
         op = opcodes.BY_NAME[opcode]
         packet = (
-            Ether(src=self.mac.hex(":"), dst=dst_mac.hex(":"))
-            / IPv6(src=_text(self.gid), dst=_text(dst_gid), hlim=64)
-            / UDP(sport=UDP_SPORT_BASE | (src_qp & 0x3FFF), dport=icrc.ROCEV2_PORT, chksum=0)
-            / layers.BTH(opcode=op.code, pkey=pkey, dqpn=dqpn, icrc=0)
+            Ether(src=self.mac.hex(":"), dst=BROADCAST.hex(":"))
+            / IPv6(src=_text(self.gid), dst="::", hlim=64)
+            / UDP(sport=UDP_SPORT_BASE, dport=icrc.ROCEV2_PORT, chksum=0)
+            / layers.BTH(opcode=op.code, icrc=0)
         )
         for ext in op.headers:
             packet = packet / layers.EXT_LAYERS[ext]()
@@ -190,11 +189,16 @@ class Builder:
         :func:`mac_of`.
         """
         gid = gid_bytes(dst_gid)
-        template = self._template(dst_mac or mac_of(gid), gid, opcode, pkey, dqpn, src_qp)
+        template = self._template(opcode)
         frame = bytearray(template.headers)
+        frame[DST_MAC] = dst_mac or mac_of(gid)
+        frame[DST_GID] = gid
+        frame[UDP_SPORT] = (UDP_SPORT_BASE | (src_qp & 0x3FFF)).to_bytes(2, "big")
         pad = -len(payload) % 4
         bth = template.bth
         frame[bth + 1] = (frame[bth + 1] & 0xCF) | (pad << 4)
+        frame[bth + 2 : bth + 4] = pkey.to_bytes(2, "big")
+        frame[bth + 5 : bth + 8] = (dqpn & 0xFFFFFF).to_bytes(3, "big")
         frame[bth + 8] = 0x80 if ackreq else 0
         frame[bth + 9 : bth + 12] = (psn & 0xFFFFFF).to_bytes(3, "big")
         if deth is not None:

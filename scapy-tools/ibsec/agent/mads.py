@@ -63,8 +63,7 @@ class ManagementAgent:
         # Scapy dissects only what will be used, and vendor MADs only once authentic: a flood of
         # garbage or forged MADs costs a byte compare or one GCM check each, not a dissection.
         if mgmt_class == layers.MgmtClass.CM:
-            mad = self._dissect(view)
-            return Drop.MALFORMED if mad is None else ad.cm.receive(view, mad, payload)
+            return ad.cm.receive(view, payload)
         if mgmt_class == layers.MgmtClass.IBSEC_VENDOR and not response_bit:
             return self._vendor(view, payload)
         return Taken.MAD_IGNORED

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -57,6 +58,19 @@ class Loopback:
                     self._queues[i].put(frame)
 
         return send
+
+    def inject(self, index: int, frame: bytes) -> None:
+        """Hand ``frame`` to adapter ``index`` through its queue, in order with what the others send it."""
+        self._queues[index].put(frame)
+
+    def idle(self, index: int, timeout: float = 60.0) -> bool:
+        """Wait until adapter ``index`` handled everything queued for it."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._queues[index].empty() and self.adapters[index].counters.unaccounted() == 0:
+                return True
+            time.sleep(0.01)
+        return False
 
     def _pump(self, i: int) -> None:
         while not self._stop.is_set():

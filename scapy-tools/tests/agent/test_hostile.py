@@ -11,8 +11,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from ibsec import addressing, layers, mad_auth
+from ibsec import addressing, icrc, layers, mad_auth
+from ibsec.agent import cmwire
 from ibsec.agent.adapter import Adapter
+from ibsec.agent.admission import Limits
 from ibsec.agent.cm import IBSEC_SERVICE_ID, UD_EXTRA
 from ibsec.agent.counters import Drop
 from ibsec.agent.frames import Builder, gid_bytes
@@ -77,7 +79,7 @@ def sent_by(loop: Loopback, adapter: Adapter, since: int) -> list[bytes]:
 def test_cm_from_gids_that_are_not_mac_derived_is_answered_at_the_frame_s_mac(loop: Loopback) -> None:
     victim = loop.adapters[1]
     loop.mute = True
-    gids = odd_gids(40)
+    gids = odd_gids(15)  # 30 half-open connections from one MAC: within the per-source limit
     since = len(loop.frames)
     dreq = layers.CmDreq(local_comm_id=1, remote_comm_id=2)
     rtu = layers.CmRtu(local_comm_id=3, remote_comm_id=4)
@@ -246,8 +248,60 @@ def test_a_forged_rej_or_rep_cannot_decide_a_secure_connect(loop: Loopback) -> N
     assert result and result[0].remote_qpn == b.list_qps()[0].qpn  # type: ignore[attr-defined]
 
 
+def spoofed(frame: bytes, mac: bytes, gid: str) -> bytes:
+    """``frame`` from another source MAC and GID (ICRC recomputed)."""
+    out = bytearray(frame)
+    out[6:12], out[22:38] = mac, gid_bytes(gid)
+    return icrc.with_icrc(bytes(out))
+
+
 def wait_until(predicate: Callable[[], object], timeout: float = 5.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and not predicate():
         time.sleep(0.01)
     return bool(predicate())
+
+
+@pytest.mark.parametrize(("limits", "macs"), [
+    (Limits(half_open_timeout=0.5), "spoofed"),
+    (Limits(half_open_timeout=0.5, keyless=300), "spoofed"),
+    (Limits(half_open_timeout=0.5, half_open_per_source=8), "one"),
+])
+def test_a_keyless_req_flood_never_starves_a_member_and_half_open_connections_expire(
+    tmp_path: Path, limits: Limits, macs: str
+) -> None:
+    """4,400 keyless REQs (random GIDs, random MACs or the attacker's one) in both partitions; a member
+    of the secure partition, and one using the default partition with keys, connect in the middle."""
+    link = Loopback(tmp_path, limits=limits)
+    try:
+        member, victim = link.adapters
+        flood = []
+        forger = Builder(ATTACKER_MAC, gid_bytes(odd_gids(1)[0]))
+        for gid in odd_gids(4400):  # built with the codec test_cmwire checks against the layers: fast
+            mac = bytes([2]) + os.urandom(5) if macs == "spoofed" else ATTACKER_MAC
+            pkey = RNG.choice((0xFFFF, SECURE_PKEY))
+            mad = cmwire.write(cmwire.Message(layers.CmAttr.REQ, local_comm_id=RNG.getrandbits(32),
+                                              service_id=IBSEC_SERVICE_ID, qpn=RNG.randrange(2, 1 << 24),
+                                              pkey=pkey, private=cmwire.pack_private(0, os.urandom(12))))
+            flood.append(spoofed(forger.mad_frame(victim.gid, pkey, mad), mac, gid))
+        for frame in flood[:2200]:
+            link.inject(1, frame)
+        connected = [member.cm.connect(victim.gid, Service.RC, pkey, 2, Scope.SESSION, 60.0)
+                     for pkey in (SECURE_PKEY, 0xFFFF)]
+        for frame in flood[2200:]:
+            link.inject(1, frame)
+        assert link.idle(1)
+        drops = victim.counters.snapshot()["drops"]
+        keyless = len(victim.qps) - len(connected)
+        assert drops["cm_limit"] == 4400 - keyless and keyless <= min(limits.keyless, 2 * 512)
+        if macs == "one":
+            assert keyless == limits.half_open_per_source
+        for qp in connected:
+            member.post_send(qp.qpn, b"through the flood")
+            assert victim.wait_recv(qp.remote_qpn or 0, 5) == b"through the flood"
+        time.sleep(limits.half_open_timeout)
+        victim.tick()
+        assert sorted(victim.qps) == sorted(qp.remote_qpn for qp in connected)  # the half-open ones expired
+        assert victim.counters.stat("half_open_expired") == keyless
+    finally:
+        link.close()
