@@ -19,11 +19,13 @@ The mode travels in the top three Resv7 bits of BTH byte 8. Lengths (IPv6 payloa
 are made final before anything is computed; "masked headers" are :func:`ibsec.icrc.masked` cut at the end
 of H.
 
-Nonces. nonce = N0 xor (0^31 || r || d || epsn63): N0 the per-connection, per-direction base, d the
-direction bit, epsn63 the 63-bit extended PSN whose low 24 bits are the wire PSN, and r = 1 for response
-opcodes (ACK, RDMA READ responses, atomic ACK). r exists because an RC responder's ACKs carry the
-requester's PSNs in the same direction as the responder's own requests; without it the two would share
-nonces. Every key has one :class:`NonceCounter` in the process (looked up by a one-way fingerprint of the
+Nonces. nonce = N0 xor (0^30 || n || r || d || epsn63): N0 the per-connection, per-direction base, d the
+direction bit, epsn63 the 63-bit extended PSN whose low 24 bits are the wire PSN, r = 1 for response
+opcodes (ACK, RDMA READ responses, atomic ACK) and n = 1 for a NAK (an ACKNOWLEDGE whose AETH syndrome is
+not ACK). r exists because an RC responder's ACKs carry the requester's PSNs in the same direction as the
+responder's own requests; without it the two would share nonces. n exists because a responder that NAKs
+PSN p (receiver not ready) later ACKs the same p; without it the NAK and the ACK would share a nonce.
+Every key has one :class:`NonceCounter` in the process (looked up by a one-way fingerprint of the
 key), which hands out extended PSNs strictly increasing per nonce stream and refuses any stream whose
 nonces could meet another stream's under the same key, so no nonce is ever used twice by this process.
 
@@ -63,6 +65,8 @@ _RESPONSE_OPERATIONS = frozenset({"RDMA_READ_RESPONSE_FIRST", "RDMA_READ_RESPONS
                                   "RDMA_READ_RESPONSE_LAST", "RDMA_READ_RESPONSE_ONLY",
                                   "ACKNOWLEDGE", "ATOMIC_ACKNOWLEDGE"})
 _IN_ORDER_SERVICES = frozenset({opcodes.Service.RC, opcodes.Service.RD})
+_ACKNOWLEDGE = "ACKNOWLEDGE"
+_NAK_SYNDROME = 0xE0  # AETH syndrome bits 7-5: 000 ACK, 001 RNR NAK, 011 NAK
 
 
 class Mode(enum.IntEnum):
@@ -245,20 +249,29 @@ _RESPONSE_CODES = frozenset(code for code, op in opcodes.OPCODES.items()
                             if op.operation in _RESPONSE_OPERATIONS)
 
 
-def stream_base(n0: bytes, direction: int, response: bool = False) -> int:
-    """N0 xor (0^31 || r || d || 0^63) as an integer: the nonce of extended PSN e is base xor e."""
+def is_nak(found: RoceFrame) -> bool:
+    """An ACKNOWLEDGE whose AETH syndrome is not ACK (RNR NAK, NAK): nonce bit n."""
+    op = found.opcode
+    if op.operation != _ACKNOWLEDGE:
+        return False
+    before = op.headers[: op.headers.index(opcodes.Ext.AETH)]  # RD puts an RDETH first
+    return bool(found.data[found.bth + opcodes.BTH_LEN + sum(ext.length for ext in before)] & _NAK_SYNDROME)
+
+
+def stream_base(n0: bytes, direction: int, response: bool = False, nak: bool = False) -> int:
+    """N0 xor (0^30 || n || r || d || 0^63) as an integer: the nonce of extended PSN e is base xor e."""
     if len(n0) != NONCE_LEN:
         raise ValueError(f"N0 must be {NONCE_LEN} bytes, got {len(n0)}")
     if direction not in (0, 1):
         raise ValueError(f"direction bit must be 0 or 1, got {direction}")
-    return int.from_bytes(n0, "big") ^ (direction << 63) ^ (int(response) << 64)
+    return int.from_bytes(n0, "big") ^ (direction << 63) ^ (int(response) << 64) ^ (int(nak) << 65)
 
 
-def make_nonce(n0: bytes, direction: int, epsn: int, response: bool = False) -> bytes:
-    """The 96-bit GCM nonce N0 xor (0^31 || r || d || epsn63)."""
+def make_nonce(n0: bytes, direction: int, epsn: int, response: bool = False, nak: bool = False) -> bytes:
+    """The 96-bit GCM nonce N0 xor (0^30 || n || r || d || epsn63)."""
     if not 0 <= epsn < EPSN_LIMIT:
         raise ValueError(f"extended PSN {epsn} is not a 63-bit value")
-    return (stream_base(n0, direction, response) ^ epsn).to_bytes(NONCE_LEN, "big")
+    return (stream_base(n0, direction, response, nak) ^ epsn).to_bytes(NONCE_LEN, "big")
 
 
 def connection_n0(requester: bytes, responder: bytes, direction: int) -> bytes:
@@ -346,6 +359,10 @@ def nonce_counter(key: bytes) -> NonceCounter:
     return _key_context(key).counter()
 
 
+_STREAMS = ((False, False), (True, False), (True, True))
+"""The nonce streams of one direction: requests, responses, NAKs."""
+
+
 def register_streams(key: bytes, sender: Sender, *receivers: Receiver) -> None:
     """At connection set-up: make every nonce stream of the connection known to the key's counter.
 
@@ -355,8 +372,8 @@ def register_streams(key: bytes, sender: Sender, *receivers: Receiver) -> None:
     directions disjoint for sure; the direction bit alone separates them only when both share one N0.
     """
     ends = [(sender.n0, sender.direction)] + [(r.n0, r.direction) for r in receivers]
-    nonce_counter(key).register(*(stream_base(n0, direction, response)
-                                  for n0, direction in ends for response in (False, True)))
+    nonce_counter(key).register(*(stream_base(n0, direction, response, nak)
+                                  for n0, direction in ends for response, nak in _STREAMS))
 
 
 # ---- per-connection contexts -----------------------------------------------------------------------------
@@ -427,18 +444,19 @@ class Receiver:
     initial_psn: int = 0
     stats: dict[str, int] = field(default_factory=dict)
     consecutive_mac_failures: int = 0
-    _windows: dict[bool, ReplayWindow] = field(default_factory=dict, repr=False)
+    _windows: dict[tuple[bool, bool], ReplayWindow] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self.mode = Mode(self.mode)
         stream_base(self.n0, self.direction)
 
-    def window(self, response: bool) -> ReplayWindow:
-        """The replay window of requests (False) or responses (True)."""
-        if response not in self._windows:
+    def window(self, response: bool, nak: bool = False) -> ReplayWindow:
+        """The replay window of requests (False), responses (True) or NAKs (both True)."""
+        stream = (response, nak)
+        if stream not in self._windows:
             in_order = self.service in _IN_ORDER_SERVICES and not response
-            self._windows[response] = ReplayWindow(in_order, next=self.initial_psn & PSN_MASK)
-        return self._windows[response]
+            self._windows[stream] = ReplayWindow(in_order, next=self.initial_psn & PSN_MASK)
+        return self._windows[stream]
 
     def count(self, name: str) -> None:
         """Increment one receive statistic."""
@@ -454,6 +472,7 @@ class OpenInfo:
     epsn: int
     response: bool
     headers: bytes = field(repr=False)
+    nak: bool = False
     """H: the BTH and its extension headers, as received."""
 
 
@@ -475,8 +494,7 @@ def seal(frame: bytes, key: bytes | None, sender: Sender) -> bytes:
     key = _check_key(key)
     context = _key_context(key)
     end = found.headers_end
-    response = is_response(found.opcode)
-    base = stream_base(sender.n0, sender.direction, response)
+    base = stream_base(sender.n0, sender.direction, is_response(found.opcode), is_nak(found))
     epsn = context.counter().claim(base, found.psn)
     nonce = (base ^ epsn).to_bytes(NONCE_LEN, "big")
     payload = frame[end:-ICRC_LEN]
@@ -518,14 +536,18 @@ def _finish(out: bytearray, ip: int, with_icrc: bool, masked_headers: bytes | No
 # ---- open ---------------------------------------------------------------------------------------------
 
 
-def open_frame(frame: bytes, key: bytes | None, receiver: Receiver) -> tuple[bytes, OpenInfo]:
+def open_frame(
+    frame: bytes, key: bytes | None, receiver: Receiver, commit: bool = True
+) -> tuple[bytes, OpenInfo]:
     """Verify (and decrypt) a received frame: (payload without pad bytes, info).
 
     Raises a :class:`TransportError` (or :class:`~ibsec.icrc.Malformed`) and counts it in
-    ``receiver.stats``; the receive state changes only for a frame that verified.
+    ``receiver.stats``; the receive state changes only for a frame that verified, and only if ``commit``:
+    a receiver that cannot keep an authentic request (receiver not ready) verifies it without taking its
+    PSN, so the sender's retry is accepted later.
     """
     try:
-        payload, info = _open(frame, key, receiver)
+        payload, info = _open(frame, key, receiver, commit)
     except WireError as err:
         receiver.count(getattr(err, "counter", "malformed"))
         if isinstance(err, MacFailure):
@@ -536,7 +558,7 @@ def open_frame(frame: bytes, key: bytes | None, receiver: Receiver) -> tuple[byt
     return payload, info
 
 
-def _open(frame: bytes, key: bytes | None, receiver: Receiver) -> tuple[bytes, OpenInfo]:
+def _open(frame: bytes, key: bytes | None, receiver: Receiver, commit: bool) -> tuple[bytes, OpenInfo]:
     found = icrc.locate(frame)
     mode_byte = frame[found.bth + _BTH_MODE_BYTE]
     if mode_byte >> 4 & 0x7 > Mode.STH_HDR:
@@ -555,26 +577,27 @@ def _open(frame: bytes, key: bytes | None, receiver: Receiver) -> tuple[bytes, O
         raise IcrcError("ICRC mismatch")
     if mode.has_sth and len(frame) - ICRC_LEN - end < STH_LEN:
         raise Malformed("frame too short for its secure transport header")
-    response = is_response(opcode)
-    window = receiver.window(response)
+    response, nak = is_response(opcode), is_nak(found)
+    window = receiver.window(response, nak)
     epsn = reconstruct_epsn(found.psn, window.next)
     window.check(epsn)
-    payload = _verify(found, aad, mode, key, receiver, epsn, response)
-    window.accept(epsn)
+    payload = _verify(found, aad, mode, key, receiver, epsn, response, nak)
     if found.pad_count > len(payload):
         raise Malformed(f"PadCnt {found.pad_count} exceeds the {len(payload)}-byte payload")
-    info = OpenInfo(mode, opcode, epsn, response, frame[found.bth:end])
+    if commit:
+        window.accept(epsn)
+    info = OpenInfo(mode, opcode, epsn, response, frame[found.bth:end], nak)
     return payload[:len(payload) - found.pad_count], info
 
 
 def _verify(found: RoceFrame, aad: bytes, mode: Mode, key: bytes | None, receiver: Receiver, epsn: int,
-            response: bool) -> bytes:
+            response: bool, nak: bool) -> bytes:
     """The payload P of a verified frame (``aad``: its masked headers); mode 0 makes no crypto call."""
     frame = found.data
     end = found.ip + len(aad) - len(icrc.LRH_ONES)
     if mode is Mode.NONE:
         return frame[end:-ICRC_LEN]
-    nonce = make_nonce(receiver.n0, receiver.direction, epsn, response)
+    nonce = make_nonce(receiver.n0, receiver.direction, epsn, response, nak)
     key = _check_key(key)
     if mode is Mode.ICRC_MAC:
         return gcm_open(key, nonce, frame[end:-ICRC_LEN], aad, frame[-ICRC_LEN:])

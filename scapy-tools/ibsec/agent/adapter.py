@@ -34,11 +34,16 @@ from .keyring import Keyring
 from .mads import ManagementAgent
 from .memory import Access, MemoryTable, Region, proof_key
 from .qp import (
+    NAK_MASK,
     PSN_MASK,
     QPN_MAX,
+    RNR_INFINITE,
+    RNR_SYNDROME,
+    RNR_TIMER_MS,
     AdapterError,
     Partition,
     QueuePair,
+    Rnr,
     Scope,
     Security,
     Service,
@@ -81,6 +86,8 @@ class AgentConfig:
     retire_after: int = 1 << 20
     ack_timeout: float = 0.05
     retries: int = 7
+    rnr_retries: int = RNR_INFINITE  # RNR NAKs in a row a sender takes (IBA: 7 = for ever)
+    min_rnr_timer: int = 20  # the RNR NAK timer code we send: 20 = 10.24 ms (IBA 9.7.5.2.8)
     skc_bytes: int = 16384
     skc_prefetch: int = DEFAULT_PREFETCH_ENTRIES  # prefetch buffer entries (0: no prefetching)
     mtu: int = 4096  # path MTU: payload bytes per packet (IBA: 256, 512, 1024, 2048 or 4096)
@@ -410,7 +417,8 @@ class Adapter:
                 )
                 frame = frames.seal(plain, qp.security, key)
                 qp.unacked[epsn] = Unacked(frame, time.monotonic())
-                self.transmit(frame)  # under the QP's lock: frames leave in PSN order
+                if qp.rnr is None or not qp.rnr.waiting:  # else it leaves when the wait is over
+                    self.transmit(frame)  # under the QP's lock: frames leave in PSN order
         self.counters.bump("tx_bytes", len(data))
 
     def _post_ud(self, qp: QueuePair, data: bytes, dest: tuple[str, int] | None) -> None:
@@ -474,6 +482,10 @@ class Adapter:
             qps = [qp for qp in self.qps.values() if qp.unacked and qp.state is State.RTS]
         for qp in qps:
             with qp.cond:
+                if qp.rnr is not None and qp.rnr.waiting:
+                    if now >= qp.rnr.until:
+                        self._resume(qp, now)
+                    continue
                 oldest = next(iter(qp.unacked.values()), None)
                 if oldest is None or now - oldest.sent_at < self.config.ack_timeout:
                     continue
@@ -484,6 +496,16 @@ class Adapter:
                     item.sent_at, item.tries = now, item.tries + 1
                     self.transmit(item.frame)  # in PSN order, before a newer frame can be posted
                     self.counters.bump("retransmissions")
+
+    def _resume(self, qp: QueuePair, now: float) -> None:
+        """The RNR wait is over: resend everything unacknowledged from the NAKed request on (go-back-N),
+        without counting it against the retransmission limit (the responder was busy, not gone)."""
+        assert qp.rnr is not None
+        qp.rnr.waiting = False
+        for item in qp.unacked.values():
+            item.sent_at = now
+            self.transmit(item.frame)
+            self.counters.bump("rnr_retries")
 
     def _fail(self, qp: QueuePair, why: str) -> None:
         log.warning("QP %#x -> ERROR: %s", qp.qpn, why)
@@ -545,15 +567,17 @@ class Adapter:
         receiver: transport.Receiver | None,
         key: bytes | None = None,
         trial: bool = False,
+        commit: bool = True,
     ) -> Opened | Drop:
         """Verify (and decrypt) with the transport: what was opened, or why the frame is refused.
 
         ``key`` overrides the connection's key; a ``trial`` open (one candidate memory key among several)
-        reports a MAC failure by raising it, so the caller can try the next key.
+        reports a MAC failure by raising it, so the caller can try the next key; without ``commit`` the
+        frame's PSN is not taken (it is verified, not kept).
         """
         assert receiver is not None
         try:
-            return transport.open_frame(view.data, key or self.key_of(security), receiver)
+            return transport.open_frame(view.data, key or self.key_of(security), receiver, commit)
         except transport.MacFailure:
             if trial:
                 raise
@@ -607,6 +631,8 @@ class Adapter:
 
     def _receive_send(self, qp: QueuePair, view: frames.View, segment: str) -> Outcome:
         assert qp.security is not None
+        if segment in ("ONLY", "FIRST") and not qp.echo and not qp.room():
+            return self._not_ready(qp, view)
         opened = self._open(qp, view, qp.security, qp.security.requests)
         if isinstance(opened, Drop):
             return opened
@@ -628,6 +654,21 @@ class Adapter:
                 qp.inbound = None
                 self._deliver(qp, bytes(inbound.send), {"psn": view.psn})
         return Taken.DATA
+
+    def _not_ready(self, qp: QueuePair, view: frames.View) -> Outcome:
+        """A SEND that starts a message while the receive queue is full: never ACKed, never kept. If it is
+        authentic it is answered with an RNR NAK for its PSN (the PSN stays expected, so the sender's retry
+        is taken once there is room); the NAK for one PSN is sent again as the same bytes."""
+        assert qp.security is not None
+        opened = self._open(qp, view, qp.security, qp.security.requests, commit=False)
+        if isinstance(opened, Drop):
+            return opened
+        epsn = opened[1].epsn
+        if qp.rnr_nak is None or qp.rnr_nak[0] != epsn:
+            qp.rnr_nak = (epsn, self._response(qp, epsn, RNR_SYNDROME | self.config.min_rnr_timer))
+        self.transmit(qp.rnr_nak[1])
+        self.counters.bump("rnr_naks_sent")
+        return Drop.RNR
 
     def _receive_write_start(self, qp: QueuePair, view: frames.View, segment: str) -> Outcome:
         """RDMA WRITE (ONLY or FIRST): R_Key, bounds of the whole message, then the MAC (under a memory
@@ -717,25 +758,35 @@ class Adapter:
 
     def _acknowledge(self, qp: QueuePair, info: transport.OpenInfo) -> None:
         """Cumulative ACK of the request just accepted; kept to be re-sent as is for duplicates."""
-        assert qp.security is not None and qp.remote_gid is not None and qp.remote_qpn is not None
         with self._lock:
             qp.msn = (qp.msn + 1) & PSN_MASK
-            plain = self.builder.plain(
-                qp.remote_gid,
-                "RC_ACKNOWLEDGE",
-                qp.partition.pkey,
-                qp.remote_qpn,
-                info.epsn,
-                b"",
-                src_qp=qp.qpn,
-                aeth=(frames.ACK_SYNDROME, qp.msn),
-                dst_mac=qp.remote_mac,
-            )
-            qp.last_ack = frames.seal(plain, qp.security, self.key_of(qp.security))
+            qp.last_ack = self._response(qp, info.epsn, frames.ACK_SYNDROME)
         self.transmit(qp.last_ack)
 
+    def _response(self, qp: QueuePair, epsn: int, syndrome: int) -> bytes:
+        """An ACKNOWLEDGE for request ``epsn`` with AETH ``syndrome`` (ACK or RNR NAK), sealed."""
+        assert qp.security is not None and qp.remote_gid is not None and qp.remote_qpn is not None
+        plain = self.builder.plain(
+            qp.remote_gid,
+            "RC_ACKNOWLEDGE",
+            qp.partition.pkey,
+            qp.remote_qpn,
+            epsn,
+            b"",
+            src_qp=qp.qpn,
+            aeth=(syndrome, qp.msn),
+            dst_mac=qp.remote_mac,
+        )
+        return frames.seal(plain, qp.security, self.key_of(qp.security))
+
     def _receive_ack(self, qp: QueuePair, view: frames.View) -> Outcome:
-        assert qp.security is not None
+        """An ACK (cumulative), or an RNR NAK: the responder had no room for the request at its PSN."""
+        assert qp.security is not None and view.aeth is not None
+        syndrome = view.aeth[0] & NAK_MASK
+        if syndrome == RNR_SYNDROME:
+            return self._receive_rnr(qp, view)
+        if syndrome:  # a NAK kind our responders never send
+            return Drop.MALFORMED
         opened = self._open(qp, view, qp.security, qp.security.responses)
         if isinstance(opened, Drop):
             return opened
@@ -743,8 +794,39 @@ class Adapter:
         with qp.cond:
             for epsn in [p for p in qp.unacked if p <= acked]:
                 del qp.unacked[epsn]
+            if qp.rnr is not None and acked >= qp.rnr.epsn:
+                qp.rnr = None  # the responder took it: the RNR episode is over
             qp.cond.notify_all()
         return Taken.ACK
+
+    def _receive_rnr(self, qp: QueuePair, view: frames.View) -> Outcome:
+        """RNR NAK: everything before its PSN is acknowledged; wait the RNR timer, then resend from it. The
+        same bytes as the last RNR NAK (the responder repeating it) count once per resend; more RNR NAKs in
+        a row than the RNR retry count (7: no limit) put the QP in error."""
+        assert qp.security is not None and view.aeth is not None
+        rnr = qp.rnr
+        if rnr is not None and view.data == rnr.frame:
+            if rnr.waiting:
+                return Drop.REPLAY  # a copy while we already wait
+            epsn, tries = rnr.epsn, rnr.tries + 1
+        else:
+            opened = self._open(qp, view, qp.security, qp.security.responses)
+            if isinstance(opened, Drop):
+                return opened
+            epsn = opened[1].epsn
+            tries = rnr.tries + 1 if rnr is not None and rnr.epsn == epsn else 1
+        wait = RNR_TIMER_MS[view.aeth[0] & 0x1F] / 1000
+        with qp.cond:
+            for acked in [p for p in qp.unacked if p < epsn]:
+                del qp.unacked[acked]
+            for item in qp.unacked.values():
+                item.tries = 1  # the responder answered: the timeout retries start again (IBA)
+            qp.rnr = Rnr(epsn, time.monotonic() + wait, view.data, tries)
+            qp.cond.notify_all()
+        self.counters.bump("rnr_naks_received")
+        if self.config.rnr_retries != RNR_INFINITE and tries > self.config.rnr_retries:
+            self._fail(qp, "RNR retries exhausted")
+        return Taken.RNR_NAK
 
     def _receive_ud(self, qp: QueuePair, view: frames.View) -> Outcome:
         if view.deth is None or view.deth[0] != qp.qkey:
@@ -753,6 +835,8 @@ class Adapter:
         peer = qp.peers.get((str(ipaddress.IPv6Address(view.src_gid)), view.deth[1]))
         if peer is None:
             return Drop.NO_QP
+        if not qp.echo and not qp.room():  # UD has no acknowledgement: dropped, as IBA's UD does
+            return Drop.RNR
         opened = self._open(qp, view, peer.security, peer.security.requests)
         if isinstance(opened, Drop):
             return opened

@@ -35,6 +35,7 @@ class Drop(enum.Enum):
     INJECTED = "injected"  # dropped on purpose by the fault-injection control command
     CM_REFUSED = "cm_refused"  # CM request refused (answered with REJ or SIDR_REP status 2)
     CM_STALE = "cm_stale"  # CM reply or message for no connection or attempt of ours
+    RNR = "rnr"  # receive queue full: RC answers RNR NAK (the sender retries), UD drops
     CM_LIMIT = "cm_limit"  # CM request over an admission limit (half-open, per source, keyless share)
 
 
@@ -45,6 +46,7 @@ class Taken(enum.Enum):
     NOT_FOR_US = "not_for_us"  # RoCEv2 to another GID (ignored)
     DATA = "data"  # a request or datagram verified and taken (delivered, written, or part of a message)
     ACK = "ack"  # an acknowledgement verified
+    RNR_NAK = "rnr_nak"  # a receiver-not-ready NAK verified: the request goes again after the RNR timer
     CM = "cm"  # a CM MAD acted upon
     MAD = "mad"  # a vendor MAD from the SM verified and applied
     MAD_IGNORED = "mad_ignored"  # a well-formed MAD of a class this port does not serve

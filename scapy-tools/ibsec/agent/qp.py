@@ -19,7 +19,14 @@ from ibsec import transport
 
 PSN_MASK = 0xFFFFFF
 QPN_MAX = 0xFFFFFF  # QPNs are 24 bits
-RECV_QUEUE_DEPTH = 4096
+RECV_QUEUE_DEPTH = 4096  # messages a QP keeps for its application; beyond: RNR NAK (RC), drop (UD)
+RNR_SYNDROME = 0x20  # AETH syndrome bits 7-5 = 001: RNR NAK; bits 4-0: the RNR timer
+NAK_MASK = 0xE0
+RNR_INFINITE = 7  # IBA: an RNR retry count of 7 retries for ever
+RNR_TIMER_MS = (655.36, 0.01, 0.02, 0.03, 0.04, 0.06, 0.08, 0.12, 0.16, 0.24, 0.32, 0.48, 0.64, 0.96,
+                1.28, 1.92, 2.56, 3.84, 5.12, 7.68, 10.24, 15.36, 20.48, 30.72, 40.96, 61.44, 81.92, 122.88,
+                163.84, 245.76, 327.68, 491.52)
+"""IBA 9.7.5.2.8: the RNR NAK timer field's code -> milliseconds the requester waits before retrying."""
 
 
 class AdapterError(Exception):
@@ -97,6 +104,17 @@ class Unacked:
 
 
 @dataclass
+class Rnr:
+    """A requester told "receiver not ready": it waits until ``until``, then resends from ``epsn``."""
+
+    epsn: int
+    until: float
+    frame: bytes  # the RNR NAK as received: the very same bytes again are the responder repeating it
+    tries: int = 1
+    waiting: bool = True  # False once the wait is over and the requests went out again
+
+
+@dataclass
 class UdPeer:
     """A remote UD QP resolved with SIDR: where to send and how to protect it."""
 
@@ -132,16 +150,22 @@ class QueuePair:
     comm_ids: tuple[int, int] | None = None  # RC: (our CM communication id, the peer's), for DREQ/DREP
     cm_key: bytes | None = field(default=None, repr=False)  # RTU, DREQ, DREP of a secure connection
     inbound: Any = None  # RC: the multi-packet message being received (adapter.Inbound), if any
-    recv_queue: deque[tuple[bytes, dict[str, Any]]] = field(
-        default_factory=lambda: deque(maxlen=RECV_QUEUE_DEPTH)
-    )
+    recv_queue: deque[tuple[bytes, dict[str, Any]]] = field(default_factory=deque)
+    rnr_nak: tuple[int, bytes] | None = None  # responder: (PSN, frame) of the last RNR NAK, resent as is
+    rnr: Rnr | None = None  # requester: waiting after an RNR NAK
     # guards the send state (next_psn, unacked), the receive queue and the state; reentrant, so that
     # a holder may fail the QP
     cond: threading.Condition = field(default_factory=lambda: threading.Condition(threading.RLock()))
     created: float = field(default_factory=time.monotonic)
 
+    def room(self) -> bool:
+        """Can the receive queue keep one more message (counting one being gathered)?"""
+        gathering = self.inbound is not None and getattr(self.inbound, "send", None) is not None
+        return len(self.recv_queue) + gathering < RECV_QUEUE_DEPTH
+
     def deliver(self, data: bytes, meta: dict[str, Any]) -> None:
-        """Queue a received message for the application and wake a waiting reader."""
+        """Queue a received message for the application and wake a waiting reader (the caller checked
+        :meth:`room`)."""
         with self.cond:
             self.recv_queue.append((data, meta))
             self.cond.notify_all()

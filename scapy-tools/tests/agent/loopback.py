@@ -19,10 +19,11 @@ class Loopback:
     """Adapters whose frames reach each other through one queue each, pumped by a thread each.
 
     ``frames`` keeps every frame sent (the fuzz corpus); ``mute`` delivers nothing (so a fuzzed adapter's
-    answers go nowhere, or a test plays the man in the middle).
+    answers go nowhere, or a test plays the man in the middle); ``tick`` (seconds) runs each adapter's
+    timer as the agent does.
     """
 
-    def __init__(self, tmp: Path, n: int = 2, **config: object) -> None:
+    def __init__(self, tmp: Path, n: int = 2, tick: float | None = None, **config: object) -> None:
         self.frames: list[bytes] = []
         self.mute = False
         self._queues: list[queue.Queue[bytes]] = [queue.Queue() for _ in range(n)]
@@ -45,6 +46,8 @@ class Loopback:
             adapter.set_partitions([Partition(0xFFFF), Partition(SECURE_PKEY, 0, Scope.PARTITION)])
             self.adapters.append(adapter)
         self._threads = [threading.Thread(target=self._pump, args=(i,), daemon=True) for i in range(n)]
+        if tick is not None:  # the agent's timer thread: retransmissions, RNR waits, half-open expiry
+            self._threads.append(threading.Thread(target=self._tick, args=(tick,), daemon=True))
         for thread in self._threads:
             thread.start()
 
@@ -71,6 +74,11 @@ class Loopback:
                 return True
             time.sleep(0.01)
         return False
+
+    def _tick(self, period: float) -> None:
+        while not self._stop.wait(period):
+            for adapter in self.adapters:
+                adapter.tick()
 
     def _pump(self, i: int) -> None:
         while not self._stop.is_set():

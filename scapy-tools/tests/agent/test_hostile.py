@@ -19,7 +19,7 @@ from ibsec.agent.cm import IBSEC_SERVICE_ID, UD_EXTRA
 from ibsec.agent.counters import Drop
 from ibsec.agent.frames import Builder, gid_bytes
 from ibsec.agent.memory import Access
-from ibsec.agent.qp import Scope, Service
+from ibsec.agent.qp import RECV_QUEUE_DEPTH, Scope, Service, State
 from scapy.layers.l2 import Ether
 from scapy.packet import Packet
 
@@ -303,5 +303,46 @@ def test_a_keyless_req_flood_never_starves_a_member_and_half_open_connections_ex
         victim.tick()
         assert sorted(victim.qps) == sorted(qp.remote_qpn for qp in connected)  # the half-open ones expired
         assert victim.counters.stat("half_open_expired") == keyless
+    finally:
+        link.close()
+
+
+@pytest.mark.parametrize("size", [8, 3000])  # one packet per message, and FIRST/MIDDLE/LAST ones
+def test_a_full_receive_queue_answers_rnr_nak_and_loses_no_message(tmp_path: Path, size: int) -> None:
+    """4,200 SENDs to a QP whose application reads nothing until its 4,096-message queue is full: nothing
+    more is ACKed, the sender waits per RNR NAK and retries, and every message arrives, in order."""
+    link = Loopback(tmp_path, tick=0.005, mtu=1024, ack_timeout=0.2)  # a loaded machine: no false timeouts
+    try:
+        a, b = link.adapters
+        qp = a.cm.connect(b.gid, Service.RC, SECURE_PKEY, 2, Scope.SESSION, 5.0)
+        messages = [i.to_bytes(4, "big") * (size // 4) for i in range(4200)]
+        sender = threading.Thread(target=lambda: [a.post_send(qp.qpn, m) for m in messages])
+        sender.start()
+        queue = b.qp(qp.remote_qpn or 0).recv_queue
+        assert wait_until(lambda: len(queue) == RECV_QUEUE_DEPTH and a.counters.stat("rnr_naks_received"),
+                          120)
+        assert len(queue) == RECV_QUEUE_DEPTH  # none more kept, none more ACKed
+        received = [b.wait_recv(qp.remote_qpn or 0, 30) for _ in messages]
+        sender.join(timeout=60)
+        assert received == messages and a.wait_outstanding(qp.qpn, 0, 10) and qp.state is State.RTS
+        sent, got = a.counters.snapshot(), b.counters.snapshot()
+        assert got["drops"]["rnr"] >= 1 and got["stats"]["rnr_naks_sent"] == got["drops"]["rnr"]
+        assert sent["taken"]["rnr_nak"] >= 1 and sent["stats"]["rnr_retries"] >= 1
+        assert got["stats"]["rx_messages"] == len(messages)
+    finally:
+        link.close()
+
+
+def test_rnr_retries_run_out_at_the_retry_count(tmp_path: Path) -> None:
+    link = Loopback(tmp_path, tick=0.005, rnr_retries=2, min_rnr_timer=1)
+    try:
+        a, b = link.adapters
+        qp = a.cm.connect(b.gid, Service.RC, SECURE_PKEY, 2, Scope.SESSION, 5.0)
+        remote = b.qp(qp.remote_qpn or 0)
+        remote.recv_queue.extend([(b"", {})] * RECV_QUEUE_DEPTH)  # an application that never reads
+        a.post_send(qp.qpn, b"no room")
+        assert wait_until(lambda: qp.state is State.ERROR, 10)
+        assert a.counters.snapshot()["taken"]["rnr_nak"] == 3  # the first and two retries
+        assert len(remote.recv_queue) == RECV_QUEUE_DEPTH
     finally:
         link.close()
