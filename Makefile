@@ -6,7 +6,7 @@ PYTEST_ARGS ?=
 # benchmark modules, each runnable as `python -m MODULE`; every part adds its own
 BENCHES ?= p4switch.bench p4switch.frontend.bench ibsec.bench_transport ibsec.bench_skc ibsm.bench ibsec.agent.bench
 
-.PHONY: help setup lint test bench demo eval wireshark clean conformance conformance-docs
+.PHONY: help setup lint test bench demo eval fuzz wireshark clean conformance conformance-docs
 
 help: ## print this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -27,6 +27,11 @@ bench: setup bench-dataplane ## benchmarks: print numbers and ratios
 EVAL_PROFILE ?= full
 eval: setup build ## reproduce the papers' results (EVAL_PROFILE=quick|full): CSVs, plots, docs/EVALUATION.md
 	$(PY) -m evaluation --profile $(EVAL_PROFILE)
+
+FUZZ_TARGETS ?= agent
+FUZZ_FRAMES ?= 100000
+fuzz: setup ## hostile-input suite: FUZZ_FRAMES mutated frames at each live component of FUZZ_TARGETS (root)
+	@for t in $(FUZZ_TARGETS); do $(PY) -m ibsec.fuzz $$t --frames $(FUZZ_FRAMES) || exit 1; done
 
 demo: setup build ## the main job: fat tree, spoofed flood, traceback, SIF filter and flush; one JSON line last
 	$(PY) -m topologies.demo --target $(TARGET)

@@ -36,7 +36,7 @@ from ibsec import keys, layers, mad_auth
 from . import cmwire
 from .admission import OverLimit
 from .counters import Drop, Outcome, Taken
-from .keyring import MissingKey
+from .keyring import Keyring, MissingKey
 from .qp import PSN_MASK, QPN_MAX, AdapterError, QueuePair, Scope, Service
 from .traps import RateLimiter
 
@@ -105,13 +105,9 @@ class ConnectionManager:
     # ------------------------------------------------------------------ keys of the CM itself
 
     def request_key(self, mode: int, scope: Scope, pkey: int, peer_gid: str) -> bytes | None:
-        """The key a request in ``mode``/``scope`` and its answers are sealed under (None in mode 0):
-        derived from P_SK (partition, derived scope) or CA_SK_ij (session scope). MissingKey if absent."""
-        if not mode:
-            return None
-        ring = self.adapter.keyring
-        base = ring.pairwise_key(_guid(peer_gid)) if scope is Scope.SESSION else ring.partition_key(pkey)
-        return keys.kdf_counter(base, REQUEST_LABEL, b"", 16)
+        """The key a request in ``mode``/``scope`` to or from ``peer_gid`` is sealed under (see
+        :func:`request_key`)."""
+        return request_key(self.adapter.keyring, mode, scope, pkey, peer_gid)
 
     def _connection_key(self, qp: QueuePair, n0: tuple[bytes, bytes]) -> bytes | None:
         """The CM key of a connection (RTU, DREQ, DREP): from its key and both nonce contributions
@@ -474,7 +470,6 @@ class ConnectionManager:
         ad.transmit(self._reply_frame(src_gid, view, answer))
         return Taken.CM if qp is not None else Drop.CM_STALE
 
-
     def _reply_frame(self, src_gid: str, view: frames.View, payload: bytes) -> bytes:
         """The frame answering ``view``: to the MAC it came from, with this port's own entry of the
         partition it came in as P_Key (a port sends only P_Keys of its table, and a full member answering
@@ -482,6 +477,16 @@ class ConnectionManager:
         partition = self.adapter.partition(view.pkey)
         pkey = partition.pkey if partition is not None else view.pkey
         return self.adapter.builder.mad_frame(src_gid, pkey, payload, view.src_mac)
+
+
+def request_key(ring: Keyring, mode: int, scope: Scope, pkey: int, peer_gid: str) -> bytes | None:
+    """The key a request in ``mode``/``scope`` and its answers are sealed under (None in mode 0): derived
+    from P_SK (partition, derived scope) or CA_SK_ij (session scope). MissingKey if ``ring`` lacks it."""
+    if not mode:
+        return None
+    base = ring.pairwise_key(_guid(peer_gid)) if scope is Scope.SESSION else ring.partition_key(pkey)
+    return keys.kdf_counter(base, REQUEST_LABEL, b"", 16)
+
 
 def _request_of(message: cmwire.Message) -> Request:
     """The fields of a REQ or SIDR_REQ the passive side decides on (SIDR's PrivateData carries the

@@ -126,6 +126,12 @@ class ControlClient:
             if "progress" not in message:
                 return
 
+    def raw(self, line: bytes) -> bytes:
+        """Send ``line`` as it is (it need not be JSON) and return the answer line: for the fuzz suite."""
+        self._file.write(line + b"\n")
+        self._file.flush()
+        return self._file.readline()
+
     def call(self, cmd: str, **args: Any) -> Any:
         """Send one request and return its result; raise :class:`CommandError` if the agent refused it."""
         final: dict[str, Any] = {}
