@@ -274,17 +274,18 @@ def make_nonce(n0: bytes, direction: int, epsn: int, response: bool = False, nak
     return (stream_base(n0, direction, response, nak) ^ epsn).to_bytes(NONCE_LEN, "big")
 
 
-def connection_n0(requester: bytes, responder: bytes, direction: int) -> bytes:
-    """N0 of one direction of a connection from both ends' contributions: SHA-256 of the requester's and
-    the responder's fresh random values (CM REQ / REP PrivateData) and the direction, cut to 96 bits.
+def connection_n0(requester: bytes, responder: bytes) -> bytes:
+    """N0 of a connection from both ends' contributions (CM REQ and REP PrivateData): requester xor
+    responder. Both directions use it; the direction bit keeps their nonces apart.
 
-    Neither end alone fixes a direction's nonces, so a REQ replayed to a responder that restarted (and
-    forgot it) gets a new responder contribution: frames sealed for the earlier connection fail their MAC
-    on the new one, in both directions, whatever key the scope gives.
+    The responder draws its contribution fresh for each connection, so a REQ replayed to a responder that
+    restarted (and forgot it) gets a new N0: frames sealed for the earlier connection fail their MAC on the
+    new one, in both directions, whatever key the scope gives. A reader of a capture that holds both CM
+    messages computes N0 without any key (the Wireshark dissector does).
     """
-    if len(requester) != NONCE_LEN or len(responder) != NONCE_LEN or direction not in (0, 1):
-        raise ValueError(f"N0 contributions are {NONCE_LEN} bytes and the direction is 0 or 1")
-    return hashlib.sha256(b"ibsec-n0" + requester + responder + bytes([direction])).digest()[:NONCE_LEN]
+    if len(requester) != NONCE_LEN or len(responder) != NONCE_LEN:
+        raise ValueError(f"N0 contributions are {NONCE_LEN} bytes")
+    return bytes(a ^ b for a, b in zip(requester, responder, strict=True))
 
 
 def direction_bit(local_endpoint: bytes, remote_endpoint: bytes) -> int:

@@ -135,9 +135,10 @@ def cm_frame(src: str, dst: str, body: Packet, attr: int) -> bytes:
 
 
 def test_a_connection_gives_direction_extended_psn_and_nonce(tmp_path: Path) -> None:
-    """RC in mode 2: A sends REQ (QPN, N0_A), B answers REP (QPN, N0_B); A's SENDs cross a PSN wrap and
-    B acknowledges them. Each side's pcap (one direction, as a switch port's _in/_out pcap) and the two
-    merged must all show the direction bit, extended PSN and nonce the wire library sealed with."""
+    """RC in mode 2: A sends REQ (QPN, its contribution to N0), B answers REP (QPN, its contribution);
+    A's SENDs cross a PSN wrap and B acknowledges them. Each side's pcap (one direction, as a switch port's
+    _in/_out pcap) and the two merged must all show the direction bit and extended PSN the wire library
+    sealed with; the nonce, from N0 = both contributions xored, only where both CM messages are."""
     qpn_a, qpn_b, psn_a, psn_b = 0x1234, 0x5678, 0xFFFFFE, 0x10
     n0_a, n0_b = os.urandom(12), os.urandom(12)
     req = cm_frame(A_GID, B_GID, L.CmReq(local_comm_id=0xAA, service_id=0x1B5EC00000000001, local_qpn=qpn_a,
@@ -148,8 +149,9 @@ def test_a_connection_gives_direction_extended_psn_and_nonce(tmp_path: Path) -> 
                                          private_data=L.IbsecPrivateData(secmode=2, n0=n0_b)), L.CmAttr.REP)
     a = agent_frames.Builder(bytes.fromhex("020000000001"), agent_frames.gid_bytes(A_GID))
     b = agent_frames.Builder(bytes.fromhex("020000000002"), agent_frames.gid_bytes(B_GID))
-    tx_a = transport.Sender(transport.Mode.STH_AEAD, n0_a, 0)
-    tx_b = transport.Sender(transport.Mode.STH_AEAD, n0_b, 1)
+    n0 = transport.connection_n0(n0_a, n0_b)
+    tx_a = transport.Sender(transport.Mode.STH_AEAD, n0, 0)
+    tx_b = transport.Sender(transport.Mode.STH_AEAD, n0, 1)
     a_frames, b_frames, expected = [], [], {}
     for i in range(4):
         psn = (psn_a + i) & 0xFFFFFF
@@ -158,8 +160,8 @@ def test_a_connection_gives_direction_extended_psn_and_nonce(tmp_path: Path) -> 
         ack = transport.seal(b.plain(A_GID, "RC_ACKNOWLEDGE", 0x8001, qpn_a, psn, b"", src_qp=qpn_b,
                                      aeth=(0, i + 1)), KEY, tx_b)
         assert tx_a.last_epsn is not None and tx_b.last_epsn is not None
-        expected[send] = ("0", tx_a.last_epsn, transport.make_nonce(n0_a, 0, tx_a.last_epsn, False))
-        expected[ack] = ("1", tx_b.last_epsn, transport.make_nonce(n0_b, 1, tx_b.last_epsn, True))
+        expected[send] = ("0", tx_a.last_epsn, transport.make_nonce(n0, 0, tx_a.last_epsn, False))
+        expected[ack] = ("1", tx_b.last_epsn, transport.make_nonce(n0, 1, tx_b.last_epsn, True))
         a_frames.append(send)
         b_frames.append(ack)
     assert [expected[f][1] for f in a_frames] == [0xFFFFFE, 0xFFFFFF, 0x1000000, 0x1000001]
@@ -170,31 +172,37 @@ def test_a_connection_gives_direction_extended_psn_and_nonce(tmp_path: Path) -> 
         exchange = [g for f, g in zip(capture, got, strict=True) if f not in expected]
         assert all(one(g, "ibsec.cm.secmode") == "2" for g in exchange)
         assert {one(g, "ibsec.cm.n0") for g in exchange} <= {n0_a.hex(), n0_b.hex()}
+        both = capture is merged
         for frame, g in zip(capture, got, strict=True):
             if frame in expected:
                 direction, epsn, nonce = expected[frame]
                 assert (one(g, "ibsec.direction"), one(g, "ibsec.epsn"), one(g, "ibsec.nonce")) == \
-                    (direction, str(epsn), nonce.hex())
+                    (direction, str(epsn), nonce.hex() if both else None)
+                assert one(g, "ibsec.n0") == (n0.hex() if both else None)
 
 
 def test_a_ud_peer_resolved_by_sidr_gives_direction_and_nonce(tmp_path: Path) -> None:
-    qpn_a, qpn_b, n0_a = 0x2222, 0x3333, os.urandom(12)
-    extra = cm.UD_EXTRA.pack(qpn_a, 0x1111, 5)
-    private = bytes(L.IbsecPrivateData(secmode=3, n0=n0_a)) + extra
+    qpn_a, qpn_b, n0_a, n0_b = 0x2222, 0x3333, os.urandom(12), os.urandom(12)
+    private = bytes(L.IbsecPrivateData(secmode=3, n0=n0_a)) + cm.UD_EXTRA.pack(qpn_a, 0x1111, 5)
     req = cm_frame(A_GID, B_GID, L.CmSidrReq(request_id=9, partition_key=0x8001,
                                              service_id=0x1B5EC00000000000, private_data=private),
                    L.CmAttr.SIDR_REQ)
-    tx = transport.Sender(transport.Mode.STH_AUTH, n0_a, 0)
+    answer = bytes(L.IbsecPrivateData(secmode=3, n0=n0_b)) + cm.UD_EXTRA.pack(qpn_b, 0x1111, 7)
+    rep = cm_frame(B_GID, A_GID, L.CmSidrRep(request_id=9, qpn=qpn_b, qkey=0x1111,
+                                             service_id=0x1B5EC00000000000, private_data=answer),
+                   L.CmAttr.SIDR_REP)
+    n0 = transport.connection_n0(n0_a, n0_b)
+    tx = transport.Sender(transport.Mode.STH_AUTH, n0, 0)
     send = transport.seal(bytes(base() / L.BTH(opcode=0x64, pkey=0x8001, dqpn=qpn_b, psn=5)
                                 / L.DETH(qkey=0x1111, srcqp=qpn_a) / Raw(PAYLOAD)), KEY, tx)
-    got = read(tmp_path, [req, send], ["ibsec.cm.qpn", "ibsec.cm.qkey", "ibsec.cm.psn", "ibsec.cm.scope",
-                                       "ibsec.direction", "ibsec.nonce", "ibsec.payload"])
+    got = read(tmp_path, [req, rep, send], ["ibsec.cm.qpn", "ibsec.cm.qkey", "ibsec.cm.psn", "ibsec.cm.scope",
+                                            "ibsec.direction", "ibsec.nonce", "ibsec.payload"])
     assert (one(got[0], "ibsec.cm.qpn"), one(got[0], "ibsec.cm.qkey"), one(got[0], "ibsec.cm.psn")) == \
         ("0x002222", "0x00001111", "0x000005")
     assert one(got[0], "ibsec.cm.scope") == "0"
-    assert one(got[1], "ibsec.direction") == "0"
-    assert one(got[1], "ibsec.nonce") == transport.make_nonce(n0_a, 0, 5).hex()
-    assert one(got[1], "ibsec.payload") == PAYLOAD.hex()
+    assert one(got[2], "ibsec.direction") == "0"
+    assert one(got[2], "ibsec.nonce") == transport.make_nonce(n0, 0, 5).hex()
+    assert one(got[2], "ibsec.payload") == PAYLOAD.hex()
 
 
 # ---- every MAD kind ---------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ import pytest
 from ibsec import wireshark as ws
 from ibsm.fabric import plan_fabric, trace
 from ibsm.topology import load_topology
+from scapy.utils import rdpcap, wrpcap
 
 from topologies import run, topofile
 
@@ -205,6 +206,12 @@ WIRESHARK_FIELDS = [
 ]
 
 
+def merged(first: Path, second: Path, out: Path) -> Path:
+    """One capture of both files' frames in time order (a port's _in and _out pcaps)."""
+    wrpcap(str(out), sorted([*rdpcap(str(first)), *rdpcap(str(second))], key=lambda p: float(p.time)))
+    return out
+
+
 def test_wireshark_reads_our_headers_in_the_runs_captures(fat_tree: run.FabricRun, tmp_path: Path) -> None:
     """h0's port captures of this module's run (with an encrypted ping-pong h6 -> h0 and a flood from h5
     claiming to be h3), read by tshark with our dissector: no malformed frame; every secured frame's STH,
@@ -228,7 +235,9 @@ def test_wireshark_reads_our_headers_in_the_runs_captures(fat_tree: run.FabricRu
     frames = rx + tx
     assert [f for f in frames if f["_ws.malformed"]] == []
     assert all(f["ibsec.icrc.good"] == ["1"] for f in frames if f["ibsec.icrc.good"])
-    secured = [f for f in frames if f["ibsec.mode"] not in ([], ["0"])]
+    # a connection's N0 is both ends' CM contributions xored: nonces show where both directions are read
+    both = ws.read_fields(merged(sent, received, tmp_path / "both.pcap"), WIRESHARK_FIELDS, prefs)
+    secured = [f for f in both if f["ibsec.mode"] not in ([], ["0"])]
     assert secured and all(len(f["ibsec.sth.tag"][0]) == 32 and f["ibsec.direction_from"] and f["ibsec.nonce"]
                            for f in secured)
     tags = defaultdict(set)

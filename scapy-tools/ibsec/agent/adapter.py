@@ -305,7 +305,7 @@ class Adapter:
 
         ``session`` is the session key cache id of a session-scope key (the key is fetched from the
         cache per packet, as the adapter of seed 001 does); ``n0`` = (the requester's contribution, the
-        responder's), from which each direction's nonce base is derived (``transport.connection_n0``);
+        responder's), from which the connection's nonce base is derived (``transport.connection_n0``);
         ``remote_psn`` the peer's starting PSN.
         """
         key = None
@@ -314,11 +314,9 @@ class Adapter:
                 raise AdapterError("session scope needs a session key from the CM handshake")
         elif qp.mode:
             key = self._partition_scope_key(qp, remote_gid, remote_qpn)
-        tx_n0, rx_n0 = (transport.connection_n0(*n0, direction) for direction in (0, 1))
-        if not initiator:
-            tx_n0, rx_n0 = rx_n0, tx_n0
+        n0_both = transport.connection_n0(*n0)
         return frames.new_security(
-            qp.mode, key, session, qp.service.value, tx_n0, rx_n0, initiator, qp.next_psn, remote_psn
+            qp.mode, key, session, qp.service.value, n0_both, n0_both, initiator, qp.next_psn, remote_psn
         )
 
     def _partition_scope_key(self, qp: QueuePair, remote_gid: str, remote_qpn: int) -> bytes:

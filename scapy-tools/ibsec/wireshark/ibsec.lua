@@ -10,7 +10,7 @@
 --     (port marking: level and digits; DDPM: distance vector and host port) and, with the run
 --     directory's topology.json as a preference, the switch, port and host it traces to; our vendor MADs
 --     (key distribution with the wrapped key as opaque bytes, acknowledgements, the P_Key table with its
---     security-mode bytes), the CM PrivateData (mode, nonce base, wrapped session key), the Notice
+--     security-mode bytes), the CM PrivateData (mode, nonce contribution, wrapped session key), the Notice
 --     extension of traps 257/258 (receiving port and raw MF), the security trap and the MAD
 --     authentication trailer;
 --   * a heuristic on "infiniband.payload" claims the payload of frames in modes 1-4 (an STH and/or
@@ -18,7 +18,8 @@
 --
 -- The direction bit, the extended PSN and the nonce are not on the wire: they are worked out from the
 -- CM REQ/REP (SIDR_REQ/SIDR_REP) exchanges in the same capture, as the agents do (docs/wire-format.md,
--- "Reading captures"). Nothing here needs a key; nothing is verified that would need one.
+-- "Reading captures"); the nonce needs both messages of the exchange (N0 is the two ends' contributions
+-- xored). Nothing here needs a key; nothing is verified that would need one.
 --
 -- Preferences (Edit > Preferences > Protocols > IBSEC, or tshark -o ibsec.NAME:VALUE):
 --   ibsec.topology   path of a run directory's topology.json: names hosts, switches and ports
@@ -464,7 +465,7 @@ local F = {
     direction_from = ProtoField.string("ibsec.direction_from", "Direction known from"),
     epsn = ProtoField.uint64("ibsec.epsn", "Extended PSN", base.DEC),
     nonce = ProtoField.bytes("ibsec.nonce", "GCM nonce"),
-    n0 = ProtoField.bytes("ibsec.n0", "Nonce base N0 of the sender"),
+    n0 = ProtoField.bytes("ibsec.n0", "Nonce base N0 of the connection"),
     sth = ProtoField.bytes("ibsec.sth", "Secure transport header"),
     sth_tag = ProtoField.bytes("ibsec.sth.tag", "Tag"),
     tag32 = ProtoField.bytes("ibsec.tag32", "Truncated GCM tag (in the ICRC field)"),
@@ -508,7 +509,7 @@ local F = {
 
     cm_version = ProtoField.uint8("ibsec.cm.version", "ibsec PrivateData version", base.DEC),
     cm_mode = ProtoField.uint8("ibsec.cm.secmode", "Security mode", base.DEC, MODE_NAMES),
-    cm_n0 = ProtoField.bytes("ibsec.cm.n0", "Nonce base N0"),
+    cm_n0 = ProtoField.bytes("ibsec.cm.n0", "Contribution to the nonce base N0"),
     cm_wrapped = ProtoField.bytes("ibsec.cm.wrapped_key", "Wrapped session key (opaque)"),
     cm_scope = ProtoField.uint8("ibsec.cm.scope", "Key scope (ServiceID)", base.DEC, SCOPES),
     cm_qpn = ProtoField.uint24("ibsec.cm.qpn", "UD QPN", base.HEX),
@@ -604,14 +605,29 @@ local function endpoint_key(port, qpn)
     return port .. "/" .. qpn
 end
 
-local function learn_endpoint(port, qpn, role, n0, comm_id, is_reply)
-    local ep = {port = port, qpn = qpn, role = role, n0 = n0}
+local function xor12(a, b)
+    local out = {}
+    for i = 1, 12 do out[i] = string.char(bit.bxor(a:byte(i), b:byte(i))) end
+    return table.concat(out)
+end
+
+-- An endpoint learnt from a CM message. Its ``contribution`` is the n0 its PrivateData carries; the
+-- connection's N0, which both directions' nonces start from, is the requester's contribution xor the
+-- responder's (ibsec.transport.connection_n0), so it is known once the capture holds both.
+local function learn_endpoint(port, qpn, role, contribution, comm_id, is_reply)
+    local ep = {port = port, qpn = qpn, role = role, contribution = contribution}
     conn.endpoints[endpoint_key(port, qpn)] = ep
     conn.by_port[port] = conn.by_port[port] or {}
     table.insert(conn.by_port[port], ep)
     if is_reply then
         local peer = conn.requests[comm_id]
-        if peer then ep.peer, peer.peer = peer, ep end
+        if peer then
+            ep.peer, peer.peer = peer, ep
+            if peer.contribution and contribution then
+                ep.n0 = xor12(peer.contribution, contribution)
+                peer.n0 = ep.n0
+            end
+        end
     else
         conn.requests[comm_id] = ep
     end
@@ -638,7 +654,7 @@ local function reconstruct_epsn(psn, expected) -- ibsec.transport.reconstruct_ep
     return epsn
 end
 
-local function nonce_of(n0, response, direction, epsn) -- N0 xor (0^31 || r || d || epsn63)
+local function nonce_of(n0, response, nak, direction, epsn) -- N0 xor (0^30 || n || r || d || epsn63)
     local low = {}
     local value = epsn
     for i = 12, 5, -1 do
@@ -646,7 +662,7 @@ local function nonce_of(n0, response, direction, epsn) -- N0 xor (0^31 || r || d
         value = floor(value / 256)
     end
     low[5] = low[5] + 128 * direction
-    low[1], low[2], low[3], low[4] = 0, 0, 0, response and 1 or 0
+    low[1], low[2], low[3], low[4] = 0, 0, 0, (response and 1 or 0) + (nak and 2 or 0)
     local out = {}
     for i = 1, 12 do out[i] = string.char(bit.bxor(n0:byte(i), low[i])) end
     return table.concat(out)
@@ -662,13 +678,14 @@ local function transport_state(f)
     elseif sender then
         state.direction, state.from = sender.role, "CM exchange of the source QP"
     end
-    local stream = table.concat({hex(f.src_port), hex(f.dst_port), f.dqpn, f.src_qp or "", tostring(f.response)}, "|")
+    local stream = table.concat({hex(f.src_port), hex(f.dst_port), f.dqpn, f.src_qp or "", tostring(f.response),
+                                 tostring(f.nak)}, "|")
     local expected = conn.streams[stream] or 0
     state.epsn = reconstruct_epsn(f.psn, expected)
     conn.streams[stream] = math.max(expected, state.epsn + 1)
     if sender and sender.n0 and state.direction then
         state.n0 = sender.n0
-        state.nonce = nonce_of(sender.n0, f.response, state.direction, state.epsn)
+        state.nonce = nonce_of(sender.n0, f.response, f.nak, state.direction, state.epsn)
     end
     return state
 end
@@ -855,6 +872,9 @@ local function frame_fields(r)
     f.hlen = header_length(f.opcode)
     f.response = RESPONSES[f.opcode % 32] == true and f.opcode < 0x80
     local service = f.opcode - f.opcode % 32
+    if f.hlen and f.opcode % 32 == 0x11 and f.opcode < 0x80 then -- ACKNOWLEDGE: a NAK if the syndrome says so
+        f.nak = src(bth + BTH_LEN + (service == 0x40 and RDETH or 0), 1):uint() >= 0x20
+    end
     if f.hlen and (service == 0x60 or (service == 0x40 and not RESPONSES[f.opcode % 32])) then
         local deth = bth + BTH_LEN + (service == 0x40 and RDETH or 0)
         f.src_qp = src(deth + 5, 3):uint()
