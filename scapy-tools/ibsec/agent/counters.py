@@ -65,11 +65,6 @@ class Counters:
         self._taken: Counter[str] = Counter()
         self._stats: Counter[str] = Counter()
 
-    def drop(self, reason: Drop) -> None:
-        """Count one frame dropped for ``reason``."""
-        with self._lock:
-            self._drops[reason.value] += 1
-
     def outcome(self, outcome: Outcome) -> None:
         """Count what became of one received frame."""
         with self._lock:
