@@ -112,10 +112,14 @@ def build_program(tgt: Target) -> Program:
     return Program(REPO / "build" / "main.json", REPO / "build" / "main.p4info.txtpb")
 
 
-def free_tcp_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def free_tcp_ports(count: int) -> list[int]:
+    """``count`` distinct TCP ports free on 127.0.0.1: all held at once until every one is chosen, since
+    the kernel may hand a port just released out again (two switches of one fabric on one port)."""
+    with contextlib.ExitStack() as held:
+        socks = [held.enter_context(socket.socket()) for _ in range(count)]
+        for sock in socks:
+            sock.bind(("127.0.0.1", 0))
+        return [int(sock.getsockname()[1]) for sock in socks]
 
 
 def port_answers(port: int) -> bool:
@@ -257,7 +261,8 @@ class FabricNet:
         self.tls = tls
         self.run_dir = run_dir
         self.tag = iface_tag()
-        self.grpc_ports = {sw.name: free_tcp_port() for sw in fabric.switches()}
+        switches = fabric.switches()
+        self.grpc_ports = dict(zip((sw.name for sw in switches), free_tcp_ports(len(switches)), strict=True))
         self.device_ids = {sw.name: i for i, sw in enumerate(fabric.switches(), start=1)}
         self.net = Mininet(topo=None, controller=None, build=False, autoSetMacs=False,
                            link=TCLink if links and links.params() else Link)
