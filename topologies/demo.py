@@ -25,16 +25,11 @@ import networkx as nx
 from ibsec.agent.control import CommandError
 from ibsm import report
 from ibsm.topology import load_topology
-from scapy.utils import RawPcapReader
 
-from . import run, topofile
+from . import filtering, run, topofile
 from .network import FabricError
 
-ROCE_PORT = 4791
-PCAP_HEADER = 24  # a pcap the switch has not written a frame to yet may be shorter
 BAD_PKEY = 0x7BAD
-UDP_DPORT = slice(56, 58)  # Ethernet 14 + IPv6 40 + UDP destination port
-BTH_PKEY = slice(64, 66)  # BTH starts at 62; P_Key is its bytes 2-3
 
 
 @dataclass(frozen=True)
@@ -115,16 +110,17 @@ def uplinks(fabric: Any, switch: str) -> list[int]:
             (link.a[0], link.b[0])]
 
 
-def attack_times(pcap: Path) -> list[float]:
-    """Capture times of the flood's frames (RoCEv2 with the bad P_Key) in one pcap."""
-    times: list[float] = []
-    if not pcap.exists() or pcap.stat().st_size < PCAP_HEADER:
-        return times
-    for frame, meta in RawPcapReader(str(pcap)):
-        if len(frame) >= BTH_PKEY.stop and int.from_bytes(frame[UDP_DPORT], "big") == ROCE_PORT \
-                and int.from_bytes(frame[BTH_PKEY], "big") == BAD_PKEY:
-            times.append(meta.sec + meta.usec / 1e6)
-    return times
+def flood_capture(fabric: Any, run_dir: Path, attacker: str, victim: str) -> filtering.Capture:
+    """The pcaps a flood from ``attacker`` to ``victim`` crosses: its way in, every other port of that switch
+    (its way on), and the victim's port (its way out)."""
+    hosts = {h.name: h for h in fabric.hosts()}
+    into, out = hosts[attacker], hosts[victim]
+    neighbours = [h.port for h in hosts.values() if h.switch == into.switch and h.name != attacker]
+    pcaps = run_dir / "pcaps"
+    return filtering.Capture(received=pcaps / f"{into.switch}-{into.port}_in.pcap",
+                             onward=[pcaps / f"{into.switch}-{port}_out.pcap"
+                                     for port in uplinks(fabric, into.switch) + neighbours],
+                             reached=pcaps / f"{out.switch}-{out.port}_out.pcap")
 
 
 def run_demo(options: run.RunOptions, rate: int, seconds: float, say: Narrator) -> dict[str, Any]:
@@ -175,17 +171,8 @@ def run_demo(options: run.RunOptions, rate: int, seconds: float, say: Narrator) 
 def summarize(fabric: Any, run_dir: Path, target: str, roles: Roles, trace: dict[str, Any],
               installed: dict[str, Any], flushed: dict[str, Any], legit: dict[str, Any],
               victim_counters: dict[str, Any], baseline: dict[str, Any]) -> dict[str, Any]:
-    hosts = {h.name: h for h in fabric.hosts()}
-    attacker, victim = hosts[roles.attacker], hosts[roles.victim]
-    sent = attack_times(run_dir / "pcaps" / f"{attacker.switch}-{attacker.port}_in.pcap")
-    forwarded = sorted(t for port in uplinks(fabric, attacker.switch)
-                       for t in attack_times(run_dir / "pcaps" / f"{attacker.switch}-{port}_out.pcap"))
-    reached = attack_times(run_dir / "pcaps" / f"{victim.switch}-{victim.port}_out.pcap")
     filter_at = float(installed["wall"])
-    forwarded_after = [t for t in forwarded if t > filter_at]
-    # one flow, one path, FIFO queues: the victim gets the forwarded frames in order, so any frame beyond
-    # those the attacker's switch let through before the filter is one that got through after it
-    after = max(0, len(reached) - (len(forwarded) - len(forwarded_after)))
+    flood = flood_capture(fabric, run_dir, roles.attacker, roles.victim).account(BAD_PKEY, filter_at)
     done = legit.get("iterations", 0)
     lost = legit.get("lost", 0)
     png = run_dir / "traceback.png"
@@ -201,11 +188,12 @@ def summarize(fabric: Any, run_dir: Path, target: str, roles: Roles, trace: dict
         "traced_switch": trace.get("traced_switch"),
         "traced_port": trace.get("traced_port"),
         "packets_to_trace": trace.get("packets_needed", 1),
-        "first_attack_to_filter_ms": round((filter_at - sent[0]) * 1000, 1) if sent else None,
-        "attack_packets_sent": len(sent),
-        "attack_packets_reaching_victim": len(reached),
-        "attack_packets_forwarded_after_filter": len(forwarded_after),
-        "attack_packets_reaching_victim_after_filter": after,
+        "first_attack_to_filter_ms": round((filter_at - flood.first_arrival) * 1000, 1)
+        if flood.first_arrival is not None else None,
+        "attack_packets_sent": flood.received,
+        "attack_packets_reaching_victim": flood.reached,
+        "attack_packets_forwarded_after_filter": flood.passed_after_filter,
+        "attack_packets_reaching_victim_after_filter": flood.reached_after_filter,
         "victim_bad_pkey_drops": victim_counters.get("drops", {}).get("bad_pkey"),
         "legit_delivery_ratio": round(done / (done + lost), 4) if done + lost else 0.0,
         "legit_error": legit.get("error"),

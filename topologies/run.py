@@ -336,6 +336,24 @@ class FabricRun:
                     raise FabricError(f"{host} lacks the P_Key table or keys of {sorted(map(hex, wanted))}")
                 time.sleep(0.2)
 
+    def wait_delivered(self, sender: str, receiver: str, qpn: int, timeout: float = 60.0) -> tuple[int, str]:
+        """Until the RC connection ``qpn`` of ``sender`` (to ``receiver``) has every packet acknowledged at
+        both ends: RC delivers every message, however late, unless a QP fails. Returns the packets still
+        unacknowledged and the worse QP state (0 and RTS: nothing lost)."""
+
+        def qp(host: str, number: int) -> dict[str, Any]:
+            return next(q for q in self.agents[host].call("qps") if q["qpn"] == number)
+
+        deadline = time.monotonic() + timeout
+        while True:
+            mine = qp(sender, qpn)
+            theirs = qp(receiver, int(mine["remote_qpn"]))
+            left = int(mine["unacked"]) + int(theirs["unacked"])
+            worst = "ERROR" if "ERROR" in (mine["state"], theirs["state"]) else str(mine["state"])
+            if left == 0 or worst == "ERROR" or time.monotonic() > deadline:
+                return left, worst
+            time.sleep(0.2)
+
     def sm_call(self, cmd: str, **args: Any) -> dict[str, Any]:
         """A request to the running SM's control socket (``status``, ``policy``)."""
         answer = sm_control.call(self.run_dir / "sm.sock", {"cmd": cmd, **args}, timeout=30)

@@ -1,0 +1,62 @@
+"""P4Runtime reads of a running fabric's switches, beside the SM: counters and table sizes.
+
+What a filter policy did is in the switches' own counters (``pkey_violations`` per ingress port: frames a
+partition check dropped; ``partition_lookups``: what the checks cost), so tests and the evaluation read
+those instead of inferring drops from timing. Reads need no arbitration: the SM stays the only writer.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import grpc
+from finsy.proto import p4i, p4r, p4r_grpc
+from google.protobuf import text_format
+from ibsm import entries
+
+from . import network, run
+
+READ_TIMEOUT = 30.0  # seconds for one read of a software switch on a loaded machine
+Cells = dict[tuple[str, int], int]  # packets per (switch, counter index)
+
+
+class SwitchReads:
+    """Counter cells and table entries of every switch of ``fabric_run``, by P4Info name."""
+
+    def __init__(self, fabric_run: run.FabricRun) -> None:
+        info = p4i.P4Info()
+        text_format.Parse(network.build_program(fabric_run.target).p4info.read_text(), info)
+        self.ids = {c.preamble.name: c.preamble.id for c in info.counters}
+        self.ids |= {t.preamble.name: t.preamble.id for t in info.tables}
+        doc = json.loads(fabric_run.topology_file.read_text())
+        self.switches = {s["name"]: (s["address"], int(s["device_id"])) for s in doc["switches"]}
+
+    def _read(self, switch: str, entity: p4r.Entity) -> Iterator[p4r.Entity]:
+        address, device = self.switches[switch]
+        with grpc.insecure_channel(address) as channel:
+            request = p4r.ReadRequest(device_id=device, entities=[entity])
+            for response in p4r_grpc.P4RuntimeStub(channel).Read(request, timeout=READ_TIMEOUT):
+                yield from response.entities
+
+    def counter(self, name: str, switch: str | None = None) -> Cells:
+        """Packets per (switch, index) of counter ``name``, on ``switch`` or on every switch."""
+        entity = p4r.Entity(counter_entry=p4r.CounterEntry(counter_id=self.ids[name]))
+        return {(sw, e.counter_entry.index.index): int(e.counter_entry.data.packet_count)
+                for sw in ([switch] if switch else self.switches) for e in self._read(sw, entity)}
+
+    def entries(self, table: str) -> dict[str, int]:
+        """How many entries ``table`` holds, per switch."""
+        entity = p4r.Entity(table_entry=p4r.TableEntry(table_id=self.ids[table]))
+        return {sw: sum(1 for _ in self._read(sw, entity)) for sw in self.switches}
+
+    def violations(self) -> Cells:
+        """Frames each switch port's partition check dropped (the Ingress P_Key Violation Counter)."""
+        return self.counter(entries.PKEY_VIOLATIONS)
+
+
+def moved(before: Cells, after: Cells) -> Cells:
+    """The cells that counted something between two reads, and by how much (a reset cell counts from 0)."""
+    grown = {cell: count - before.get(cell, 0) if count >= before.get(cell, 0) else count
+             for cell, count in after.items()}
+    return {cell: n for cell, n in grown.items() if n}
