@@ -105,6 +105,7 @@ class Section:
     figures: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     checks: dict[str, bool] = field(default_factory=dict)  # direction the paper claims -> holds here
+    limits: dict[str, str] = field(default_factory=dict)  # check that does not hold -> what limited it here
     skipped: str | None = None  # why the experiment could not run (the section says so)
 
 
@@ -141,6 +142,22 @@ class Context:
         fig.savefig(path, dpi=110)
         plt.close(fig)
         return path.name
+
+
+SATURATED = 0.9  # share of the machine's CPU time busy from which the emulator, not the fabric, sets the pace
+
+
+def cpu_times(stat: Path = Path("/proc/stat")) -> tuple[int, int]:
+    """(busy, total) CPU time of the whole machine since boot, in clock ticks (the first line of
+    /proc/stat: user nice system idle iowait irq softirq steal; idle and iowait are not busy)."""
+    ticks = [int(v) for v in stat.read_text().split("\n", 1)[0].split()[1:9]]
+    return sum(ticks) - ticks[3] - ticks[4], sum(ticks)
+
+
+def busy_share(before: tuple[int, int], after: tuple[int, int]) -> float:
+    """The share of all CPUs' time that was busy between two :func:`cpu_times` readings."""
+    total = after[1] - before[1]
+    return (after[0] - before[0]) / total if total > 0 else 0.0
 
 
 def fmt(value: float, digits: int = 1) -> str:

@@ -76,10 +76,18 @@ def section_lines(section: Section, results: str) -> list[str]:
     lines.append("")
     if section.checks:
         lines.append("Checks (the direction the paper claims, held against this run):")
-        lines += [f"- {'holds' if ok else 'DOES NOT HOLD'}: {claim}" for claim, ok in section.checks.items()]
+        lines += [check_line(section, claim, ok) for claim, ok in section.checks.items()]
         lines.append("")
     lines += [f"> {note}" + "\n" for note in section.notes]
     return lines
+
+
+def check_line(section: Section, claim: str, ok: bool) -> str:
+    """One check of the paper's claims; a failed one says what limited it, where the run could tell."""
+    if ok:
+        return f"- holds: {claim}"
+    limit = section.limits.get(claim)
+    return f"- DOES NOT HOLD: {claim}" + (f" -- {limit}" if limit else "")
 
 
 def summary_lines(sections: list[Section]) -> list[str]:

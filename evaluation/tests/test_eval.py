@@ -1,6 +1,9 @@
 """`make eval` with the quick profile, end to end: every CSV and figure, every table of the report filled
-from this run, and the directions the papers claim (a flood raises latency under policy none, SIF keeps it
-near the baseline, traceback is always right)."""
+from this run, and what each mechanism guarantees on any machine, read from the switches' counters and
+pcaps and the SM's events (a flood reaches the victim under policy none, DT and IF drop it at the first
+switch, SIF's filter goes up on the attacker's port, lets nothing on that arrives after it and is flushed,
+legitimate traffic loses no message, traceback is always right). Latency directions depend on the machine:
+the report holds the run to them and says when the emulator, not the fabric, was the limit."""
 
 from __future__ import annotations
 
@@ -13,6 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from evaluation import fabric_eval, report
+from evaluation.common import Section, busy_share, cpu_times
 
 REPO = Path(__file__).resolve().parents[2]
 EXPERIMENTS = {"1", "2", "3", "4a", "4b", "5", "6"}
@@ -84,29 +90,73 @@ def test_every_report_table_is_filled_from_this_run(quick_run: dict[str, Any]) -
         assert not re.search(r"\|\s*\|", line), line  # no empty cell anywhere
 
 
-def test_the_papers_directions_hold(quick_run: dict[str, Any]) -> None:
-    """The directions that a quick run on a shared 2-core machine must show; the noisier ones (security
-    overhead, mixed security) are reported in the document as holding or not, and not asserted here."""
-    got = sections(quick_run)
-    dos = {int(r["attackers"]): float(r["mean_us"]) for r in read_csv(quick_run, "1_dos_impact.csv")}
-    assert dos[max(dos)] > 1.1 * dos[0], dos
+def test_floods_reach_the_victim_unfiltered_under_policy_none(quick_run: dict[str, Any]) -> None:
+    for row in read_csv(quick_run, "1_dos_impact.csv"):
+        assert int(row["filters_installed"]) == 0, row
+        assert (int(row["attack_frames_at_victim"]) > 0) == (int(row["attackers"]) > 0), row
+
+
+def test_each_policy_does_to_the_flood_what_it_guarantees(quick_run: dict[str, Any]) -> None:
+    """Counts of frames, counter cells and events; no timing. Frames dropped are the switches'
+    pkey_violations counters; frames in, on and at the victim their pcaps."""
     policies = {r["policy"]: r for r in read_csv(quick_run, "3_policies.csv")}
     none, sif = policies["none"], policies["sif"]
-    assert float(none["during_attack_median_us"]) > 1.2 * float(none["before_attack_median_us"]), none
 
-    def rise(row: dict[str, str]) -> float:
-        return float(row["during_attack_median_us"]) - float(row["before_attack_median_us"])
+    def count(row: dict[str, str], column: str) -> int:
+        return int(row[column])
 
-    # SIF stays near its baseline, none does not. The flood tool itself shares this machine's two cores with
-    # the switches, a load no filter removes: at zero background flows SIF's rise measured 0.26-0.48 of
-    # none's, so the test asks for half (docs/EVALUATION.md keeps the stricter quarter as its check).
-    assert rise(sif) <= 0.5 * rise(none), (sif, none)
-    assert int(sif["attack_frames_reaching_victim_after_filter"]) == 0
+    assert count(none, "attack_frames_dropped_at_attacker_port") == 0
+    assert count(none, "frames_dropped_elsewhere") == 0 and none["filter_port"] == "n/a"
+    assert count(none, "attack_frames_forwarded") == count(none, "attack_frames_sent") > 0  # all goes on
+    assert count(none, "attack_frames_reaching_victim") > 0
+    for row in (policies["dt"], policies["if"]):
+        assert count(row, "attack_frames_dropped_at_attacker_port") > 0, row
+        assert count(row, "frames_dropped_elsewhere") == 0, row
+        assert count(row, "attack_frames_forwarded") == count(row, "attack_frames_reaching_victim") == 0, row
+    assert sif["filter_port"] == sif["attacker_port"] and sif["filter_flushed"] == "True", sif
+    dropped = count(sif, "attack_frames_dropped_at_attacker_port")
+    assert dropped > 0 and dropped + count(sif, "attack_frames_forwarded") == count(sif, "attack_frames_sent")
+    assert count(sif, "frames_dropped_elsewhere") == 0
+    assert count(sif, "attack_frames_passed_after_filter") == 0, sif
+    assert count(sif, "attack_frames_reaching_victim_after_filter") == 0, sif
     assert float(sif["lookups_per_packet_no_attack"]) == 0.0
+    for row in (policies["dt"], policies["if"], sif):
+        assert count(row, "legit_messages") > 0 and count(row, "legit_unacked_after") == 0, row
+        assert row["legit_qp_state"] == "RTS", row
+    assert all(
+        ok for claim, ok in sections(quick_run)["3"]["checks"].items() if "latency" not in claim
+    ), sections(quick_run)["3"]["checks"]
+
+
+def test_traceback_is_right_from_one_packet(quick_run: dict[str, Any]) -> None:
+    got = sections(quick_run)
     tracebacks = read_csv(quick_run, "4a_tracebacks.csv")
     assert tracebacks and all(r["correct"] == "True" and r["packets_needed"] == "1" for r in tracebacks)
     assert got["4a"]["checks"]["traceback accuracy is 100 %"]
     assert all(got["4b"]["checks"].values()), got["4b"]["checks"]
+
+
+def test_a_latency_direction_that_fails_on_a_saturated_machine_names_the_emulator() -> None:
+    checks = {fabric_eval.RAISES: True, fabric_eval.SIF_NEAR_BASELINE: False}
+    rows = [{"policy": "sif", "cpu_busy_during_attack": 0.97, "attack_frames_passed_after_filter": 0}]
+    section = Section("3", "policies", "paper", checks=checks, limits=fabric_eval.policy_limits(rows, checks))
+    lines = report.section_lines(section, "results")
+    assert f"- holds: {fabric_eval.RAISES}" in lines
+    (failed,) = [line for line in lines if line.startswith("- DOES NOT HOLD")]
+    assert fabric_eval.SIF_NEAR_BASELINE in failed
+    assert "the emulator, not the fabric, was the limit" in failed and "97%" in failed
+    assert "let on no frame" in failed
+    rows[0]["cpu_busy_during_attack"] = 0.5  # not saturated: the failure stands on its own
+    assert fabric_eval.policy_limits(rows, checks) == {}
+
+
+def test_cpu_busy_share_reads_the_machines_cpu_time(tmp_path: Path) -> None:
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  100 0 50 800 50 0 0 0 0 0\ncpu0 1 2 3\n")
+    before = cpu_times(stat)
+    stat.write_text("cpu  250 0 100 850 50 0 0 0 0 0\n")
+    assert before == (150, 1000)
+    assert busy_share(before, cpu_times(stat)) == 200 / 250
 
 
 def read_csv(run: dict[str, Any], name: str) -> list[dict[str, str]]:
