@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import logging
 import random
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,8 +18,6 @@ from p4switch.frontend.cli import compile_file
 from p4switch.tests.engine.irbuild import PROGRAMS
 from p4switch.tests.engine.router import router_ir
 from p4switch.tests.engine.test_engine_pipeline import frame
-
-TIME_LIMIT = 60.0
 
 
 def mutated_frames(seeds: list[bytes], count: int, rng: random.Random) -> Iterator[bytes]:
@@ -44,25 +41,19 @@ def mutated_frames(seeds: list[bytes], count: int, rng: random.Random) -> Iterat
             yield bytes(base) + rng.randbytes(rng.randrange(0, 64))
 
 
-def fuzz(
-    switch: Switch, seeds: list[bytes], count: int, deadline: float, ports: tuple[int, ...] = tuple(range(8))
-) -> None:
+def fuzz(switch: Switch, seeds: list[bytes], count: int, ports: tuple[int, ...] = tuple(range(8))) -> None:
+    """``count`` frames through ``switch``, every one: bounded by the count, however slow the machine (how
+    fast the engine is, is `make bench`'s to say)."""
     rng = random.Random(2024)
-    processed = 0
     for data in mutated_frames(seeds, count, rng):
         for port, out in switch.process(rng.choice(ports), data):
             assert 0 <= port < 512 and isinstance(out, bytes)
-        processed += 1
-        if time.monotonic() > deadline:
-            break
-    assert processed == count, f"only {processed} frames in {TIME_LIMIT} s"
     assert switch.stats["rx"] == count
     assert "internal_error" not in switch.stats
     assert switch.stats.get("parser_error:PacketTooShort", 0) > 0
 
 
 def test_fuzz_router_and_l2fwd_with_random_and_mutated_frames() -> None:
-    deadline = time.monotonic() + TIME_LIMIT
     router = Switch.load(json.dumps(router_ir()))
     router.table_insert(
         "Ingress.routes",
@@ -75,13 +66,13 @@ def test_fuzz_router_and_l2fwd_with_random_and_mutated_frames() -> None:
     router.clone_session_set(1, [(7, 0)], packet_length_bytes=40)
     router.mcast_group_set(1, [(2, 1), (3, 2)])
     seeds = [frame("10.0.0.1"), frame("200.1.1.1"), frame()[:34]]
-    fuzz(router, seeds, 50_000, deadline)
+    fuzz(router, seeds, 50_000)
     l2 = Switch.load((PROGRAMS / "l2fwd.json").read_bytes())
     l2.table_insert(
         "L2Ingress.dmac",
         TableEntry({"hdr.ethernet.dst_addr": Exact(2)}, ActionCall("L2Ingress.forward", {"port": 1})),
     )
-    fuzz(l2, seeds, 10_000, deadline)
+    fuzz(l2, seeds, 10_000)
 
 
 @pytest.mark.parametrize("source", sorted(PROGRAMS.glob("*.p4")), ids=lambda p: p.stem)
@@ -89,14 +80,13 @@ def test_fuzz_every_test_program(source: Path) -> None:
     """The front end's test programs, with their declared defaults only."""
     switch = Switch.load(compile_file(source).ir_json())
     seeds = [frame("10.0.0.1"), rocev2_frame(128), frame()[:30]]
-    fuzz(switch, seeds, 10_000, time.monotonic() + TIME_LIMIT)
+    fuzz(switch, seeds, 10_000)
 
 
 def test_fuzz_main_p4_with_mutated_rocev2_frames() -> None:
-    deadline = time.monotonic() + TIME_LIMIT
     switch = main_p4_switch()
     seeds = [rocev2_frame(128), rocev2_frame(300), b"\x00\x02" + rocev2_frame(100), frame()]
-    fuzz(switch, seeds, 40_000, deadline, ports=(0, 1, 2, 255))
+    fuzz(switch, seeds, 40_000, ports=(0, 1, 2, 255))
 
 
 class FormattingHandler(logging.Handler):
@@ -122,7 +112,7 @@ def test_fuzz_with_trace_logging_on() -> None:
         switch = main_p4_switch()
         switch.log = log
         seeds = [rocev2_frame(128), b"\x00\x02" + rocev2_frame(100), frame()]
-        fuzz(switch, seeds, 3_000, time.monotonic() + TIME_LIMIT, ports=(0, 1, 255))
+        fuzz(switch, seeds, 3_000, ports=(0, 1, 255))
         assert handler.lines > 3_000
     finally:
         log.removeHandler(handler)

@@ -41,6 +41,9 @@ SetPipeline = p4r.SetForwardingPipelineConfigRequest
 Stamped = TypeVar("Stamped", p4r.WriteRequest, p4r.SetForwardingPipelineConfigRequest)
 CPU_PORT = 64
 """The CPU port the test programs and servers use (runtime_test.p4's CPU_PORT)."""
+EFFECT_TIMEOUT = 30.0
+"""Seconds a wait for an expected frame or message may take: it comes in milliseconds, but the machine may
+be loaded. A wait that expects nothing passes its own short timeout."""
 
 
 @dataclass(frozen=True)
@@ -142,7 +145,7 @@ class InProcessSwitch:
         """A frame arriving on ``port`` (what the data plane would do)."""
         self.device.process(port, frame)
 
-    def expect_sent(self, timeout: float = 2.0) -> tuple[int, bytes]:
+    def expect_sent(self, timeout: float = EFFECT_TIMEOUT) -> tuple[int, bytes]:
         return self.sent.get(timeout=timeout)
 
     def nothing_sent(self, wait: float = 0.2) -> bool:
@@ -217,7 +220,7 @@ class StreamClient:
         self.send(p4r.StreamMessageRequest(arbitration=update))
         return self.next("arbitration").arbitration
 
-    def next(self, kind: str, timeout: float = 3.0) -> p4r.StreamMessageResponse:
+    def next(self, kind: str, timeout: float = EFFECT_TIMEOUT) -> p4r.StreamMessageResponse:
         """The next stream response of ``kind`` (others wait for their own next()); raises on a stream
         error."""
         if self._pending.get(kind):
@@ -410,7 +413,7 @@ class RawPort:
     def send(self, frame: bytes) -> None:
         self.sock.send(frame)
 
-    def receive(self, timeout: float = 2.0, match: bytes | None = None) -> bytes | None:
+    def receive(self, timeout: float = EFFECT_TIMEOUT, match: bytes | None = None) -> bytes | None:
         """The next frame (starting with ``match`` when given) within ``timeout``, else None."""
         deadline = time.monotonic() + timeout
         while (left := deadline - time.monotonic()) > 0:

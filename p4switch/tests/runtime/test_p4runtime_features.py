@@ -386,7 +386,7 @@ class TestDigests:
                                                 client: harness.StreamClient, b: Builder) -> None:
         self.configure(client, b, max_timeout_ns=50_000_000, max_list_size=100, ack_timeout_ns=0)
         switch.inject(4, eth(MAC_A, src=0x444))
-        digest = client.next("digest", timeout=2).digest
+        digest = client.next("digest").digest
         assert self.learnt(digest) == [(0x444, 4)]
         [entry] = client.read(p4r.Entity(digest_entry=p4r.DigestEntry()))
         assert entry.digest_entry.config.max_list_size == 100

@@ -123,7 +123,7 @@ def test_garbage_frames_do_not_stop_the_switch(
             frame[0] &= 0xFE  # unicast destination, so the kernel does not add noise
             hosts[0].send(bytes(frame))
         assert client.stub.Capabilities(p4r.CapabilitiesRequest()).p4runtime_api_version
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + harness.EFFECT_TIMEOUT
         while time.monotonic() < deadline:  # drain what the mutated frames produced, then the good one
             hosts[0].send(good)
             if hosts[1].receive(timeout=0.5, match=good) == good:
