@@ -19,7 +19,8 @@ sys.path.insert(0, str(Path(__file__).parent / "lib"))
 from dataplane_harness import ROOT, VENV_BIN, running_switch, target_from_env  # noqa: E402
 
 PORTS = list(range(1, 9))
-PTF_TIMEOUT = 280
+PTF_TIMEOUT = 540  # bounds a hung run (below pytest's 600 s per test), not a slow one
+VERIFY_TIMEOUT = 30  # seconds a positive verify waits for its frame: it comes in milliseconds, on any load
 
 
 def test_ptf_suite(tmp_path: Path) -> None:
@@ -35,7 +36,7 @@ def test_ptf_suite(tmp_path: Path) -> None:
                       for arg in ("-i", f"{p}@{iface}")]
         command = [str(VENV_BIN / "ptf"), "--test-dir", str(ROOT / "ptf-tests" / "tests"),
                    "--pypath", str(ROOT / "ptf-tests" / "lib"), *interfaces, "--test-params", params,
-                   "--log-file", str(tmp_path / "ptf.log"), "--default-timeout", "2",
+                   "--log-file", str(tmp_path / "ptf.log"), "--default-timeout", str(VERIFY_TIMEOUT),
                    "--default-negative-timeout", "0.3", *os.environ.get("PTF_TESTS", "").split()]
         result = subprocess.run(command, capture_output=True, text=True, timeout=PTF_TIMEOUT, cwd=tmp_path)
         print(result.stdout[-6000:], result.stderr[-6000:])

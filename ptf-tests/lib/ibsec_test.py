@@ -8,6 +8,7 @@ scapy-tools/ibsec/marking.py, the same codecs the SM and the traceback use.
 from __future__ import annotations
 
 import itertools
+import time
 from typing import Any
 
 from base_test import P4RuntimeTest
@@ -16,7 +17,7 @@ from ibsec.addressing import MF_BITS, MF_MAX, MF_MSB, gid_to_int, make_gid, mf_g
 from ibsec.layers import AETH, BTH, DETH, MAD, RETH, STH, ImmDt, Method, MgmtClass
 from ibsec.marking import FatTreeLayout, Kind, PortEntry
 from p4constants import const
-from ptf import testutils
+from ptf import ptfutils, testutils
 from ptf.mask import Mask
 from scapy.layers.inet import UDP
 from scapy.layers.inet6 import IPv6
@@ -190,10 +191,21 @@ class IbsecTest(P4RuntimeTest):
         return ports[index]
 
     def receive_on(self, port: int) -> bytes:
-        """The next frame the switch sends on ``port`` (fails the test when none comes)."""
-        result = testutils.dp_poll(self, port_number=port, timeout=2)
+        """The next frame the switch sends on ``port`` (fails the test when none comes within ptf's
+        default timeout, the one every positive verify waits)."""
+        result = testutils.dp_poll(self, port_number=port, timeout=ptfutils.default_timeout)
         self.assertIsInstance(result, self.dataplane.PollSuccess, f"no frame on port {port}")
         return bytes(result.packet)
+
+    def receive_on_any(self, ports: list[int]) -> bytes:
+        """The next frame the switch sends on one of ``ports``, waiting on all of them at once (frames on
+        other ports are not this call's business, as with :meth:`receive_on`)."""
+        deadline = time.monotonic() + ptfutils.default_timeout
+        while (left := deadline - time.monotonic()) > 0:
+            result = testutils.dp_poll(self, timeout=left)
+            if isinstance(result, self.dataplane.PollSuccess) and result.port in ports:
+                return bytes(result.packet)
+        raise self.failureException(f"nothing left on {ports}")
 
     def verify_marked(self, out: bytes, sent: bytes, mf: int, where: str) -> None:
         """``out`` is ``sent`` with MF ``mf`` (UDP checksum zeroed if it changed), and its ICRC, which

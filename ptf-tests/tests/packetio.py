@@ -9,8 +9,8 @@ from ibsec_test import IbsecTest, build_mad, build_rc_send, gid
 
 SM_GID = gid(0xFE)
 HOST_PORT, OTHER_PORT = 3, 4
-PACKET_IN_TIMEOUT = 2.0
-SETTLE_TIMEOUT = 5.0
+PACKET_IN_TIMEOUT = 30.0  # seconds to wait for an expected PacketIn (it comes in milliseconds)
+SETTLE_TIMEOUT = 30.0
 
 
 class PuntToSm(IbsecTest):
@@ -44,12 +44,14 @@ class PuntMeterCapsFlood(IbsecTest):
         start = time.monotonic()
         for psn in range(flood):
             self.send(HOST_PORT, build_mad(dst=SM_GID, psn=psn))
-        refill = math.ceil((time.monotonic() - start) * rate)
         punted = 0
         deadline = time.monotonic() + SETTLE_TIMEOUT
         while punted + self.drops("PUNT_METER") - dropped < flood and time.monotonic() < deadline:
             while self.client.get_packet_in(0.1) is not None:
                 punted += 1
+        # the meter refills while the switch works through the flood, which on a loaded machine lasts
+        # longer than sending it: the bound is over the time until every packet was accounted for
+        refill = math.ceil((time.monotonic() - start) * rate)
         self.assertEqual(punted + self.drops("PUNT_METER") - dropped, flood)
         self.assertGreaterEqual(punted, 1)
         self.assertLessEqual(punted, burst + refill + 1)

@@ -23,7 +23,7 @@ class FatTreeTest(IbsecTest):
         self.add_host_port(HOST_PORT, LAYOUT.mark(0, 0, digit))
         self.add_group_route(DESTINATION_GID, UP_PORTS)
         self.send(HOST_PORT, frame)
-        return self.receive_any(UP_PORTS)
+        return self.receive_on_any(UP_PORTS)
 
     def switch_up_or_turn(self, frame: bytes, level: int, digit: int, out_ports: list[int]) -> bytes:
         """A level-``level`` switch receiving on its down-port ``digit`` and sending on ``out_ports``."""
@@ -31,7 +31,7 @@ class FatTreeTest(IbsecTest):
         self.add_down_port(HOST_PORT, LAYOUT, level, digit)
         self.add_group_route(DESTINATION_GID, out_ports)
         self.send(HOST_PORT, frame)
-        return self.receive_any(out_ports)
+        return self.receive_on_any(out_ports)
 
     def switch_down(self, frame: bytes) -> bytes:
         """A switch receiving from above on an up-port: it adds no mark on the way down."""
@@ -39,13 +39,6 @@ class FatTreeTest(IbsecTest):
         self.add_fabric_ports(UP_PORTS[0])
         self.add_route(DESTINATION_GID, DOWN_PORT)
         return self.hop(frame, UP_PORTS[0], DOWN_PORT)
-
-    def receive_any(self, ports: list[int]) -> bytes:
-        for port in ports:
-            result = self.dataplane.poll(port_number=port, timeout=0.3)
-            if isinstance(result, self.dataplane.PollSuccess):
-                return bytes(result.packet)
-        raise self.failureException(f"nothing left on {ports}")
 
 
 class MarksUpToTheTop(FatTreeTest):
