@@ -15,6 +15,7 @@ from typing import Any, Protocol
 MAX_ITERATIONS = 10_000_000
 MAX_DURATION = 3600.0
 PROGRESS_INTERVAL = 1.0
+ACK_WAIT = 5.0  # seconds write_bw waits for acknowledgements: to free its window, and to drain at the end
 
 
 class Endpoint(Protocol):
@@ -129,12 +130,12 @@ def write_bw(
     ticker = _Ticker(progress, iterations)
     posted = 0
     while posted < iterations and ticker.elapsed() < duration:
-        if not ep.wait_outstanding(qpn, window - 1, timeout=5.0):
+        if not ep.wait_outstanding(qpn, window - 1, timeout=ACK_WAIT):
             break
         ep.post_write(qpn, va, r_key, payload, memory_key)
         posted += 1
         ticker.tick(posted)
-    ep.wait_outstanding(qpn, 0, timeout=5.0)
+    ep.wait_outstanding(qpn, 0, timeout=ACK_WAIT)
     elapsed = ticker.elapsed()
     acked = posted - ep.outstanding(qpn)
     return {

@@ -7,6 +7,7 @@ import json
 import socket
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,6 +15,10 @@ from ibsec import keys, layers, mad_auth
 from ibsec.agent.frames import View, parse
 from ibsec.agent.lab import Fabric, Host
 from scapy.layers.l2 import Ether
+
+EFFECT_TIMEOUT = 30.0  # seconds to wait for an effect that should come in milliseconds (a loaded machine)
+SETTLE = 1.0  # seconds to keep listening after the expected frames, for any that should not come
+STOP_MARGIN = 1.0  # seconds a bounded loop may run past its duration: its last wake-up on a loaded machine
 
 
 class Tap:
@@ -24,8 +29,9 @@ class Tap:
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
         self.sock.settimeout(0.1)
 
-    def frames(self, duration: float) -> list[tuple[bytes, View]]:
-        """Every RoCEv2 frame seen within ``duration`` seconds."""
+    def frames(self, duration: float, until: Callable[[View], bool] | None = None
+               ) -> list[tuple[bytes, View]]:
+        """Every RoCEv2 frame seen within ``duration`` seconds, up to the first that ``until`` accepts."""
         out: list[tuple[bytes, View]] = []
         deadline = time.monotonic() + duration
         while time.monotonic() < deadline:
@@ -36,6 +42,8 @@ class Tap:
             view = parse(frame)
             if view is not None:
                 out.append((frame, view))
+                if until is not None and until(view):
+                    break
         return out
 
     def send(self, frame: bytes) -> None:
@@ -65,8 +73,18 @@ class StandInSM:
     def __post_init__(self) -> None:
         self.tap = Tap(self.host)
 
-    def traps(self, duration: float) -> list[Trap]:
-        """Traps received within ``duration`` seconds (forged ones included, marked not authentic)."""
+    def traps(self, keep: Callable[[Trap], bool] = lambda trap: True, at_least: int = 1) -> list[Trap]:
+        """The traps ``keep`` selects (forged ones included, marked not authentic): listening until
+        ``at_least`` came (or EFFECT_TIMEOUT passed), then SETTLE seconds more, so a test that expects
+        one also sees a second that should not have come."""
+        found: list[Trap] = []
+        deadline = time.monotonic() + EFFECT_TIMEOUT
+        while len(found) < at_least and time.monotonic() < deadline:
+            found += [t for t in self._received(0.1) if keep(t)]
+        return found + [t for t in self._received(SETTLE) if keep(t)]
+
+    def _received(self, duration: float) -> list[Trap]:
+        """Traps received within ``duration`` seconds."""
         found = []
         for frame, view in self.tap.frames(duration):
             if view.dqpn != layers.GSI_QPN or ipaddress.IPv6Address(view.dst_gid) != ipaddress.IPv6Address(
@@ -96,7 +114,7 @@ def attack(fabric: Fabric, host: Host, tool: str, *args: str, timeout: float = 6
     return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
 
 
-def wait_for(predicate: Any, timeout: float = 5.0) -> bool:
+def wait_for(predicate: Any, timeout: float = EFFECT_TIMEOUT) -> bool:
     """Poll ``predicate`` until it is true or ``timeout`` passes."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -17,10 +17,13 @@ from ibsec.agent.adapter import MAX_QPS, SEND_WINDOW, Adapter, AdapterError, Age
 from ibsec.agent.counters import Drop
 from ibsec.agent.frames import Builder, gid_bytes, mac_of
 from ibsec.agent.qp import Partition, Scope, Service, State
+from ibsec.agent.traps import RateLimiter
 from scapy.layers.l2 import Ether
 from scapy.packet import Packet
 
 from .loopback import SECURE_PKEY, Loopback
+
+WAIT = 30.0  # seconds an expected effect may take on a loaded machine (it comes in milliseconds)
 
 SM_INDEX = 9
 SM_GID = addressing.host_gid(SM_INDEX, 1)
@@ -52,16 +55,16 @@ def test_mode_0_makes_no_crypto_call(loop: Loopback, monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(a.skc, "get", forbidden)
     monkeypatch.setattr(b.skc, "get", forbidden)
     for scope in Scope:
-        qp = a.cm.connect(b.gid, Service.RC, SECURE_PKEY, 0, scope, 2.0)
+        qp = a.cm.connect(b.gid, Service.RC, SECURE_PKEY, 0, scope, WAIT)
         a.post_send(qp.qpn, b"clear")
-        assert b.wait_recv(qp.remote_qpn or 0, 2) == b"clear"
+        assert b.wait_recv(qp.remote_qpn or 0, WAIT) == b"clear"
         region = b.reg_mr(64, SECURE_PKEY)
         a.post_write(qp.qpn, region.addr, region.r_key, b"written")
-        assert a.wait_outstanding(qp.qpn, 0, 2) and region.read(region.addr, 7) == b"written"
-        ud = a.cm.connect(b.gid, Service.UD, SECURE_PKEY, 0, scope, 2.0)
+        assert a.wait_outstanding(qp.qpn, 0, WAIT) and region.read(region.addr, 7) == b"written"
+        ud = a.cm.connect(b.gid, Service.UD, SECURE_PKEY, 0, scope, WAIT)
         peer = next(iter(ud.peers.values()))
         a.post_send(ud.qpn, b"datagram", (peer.gid, peer.qpn))
-        assert b.wait_recv(peer.qpn, 2) == b"datagram"
+        assert b.wait_recv(peer.qpn, WAIT) == b"datagram"
 
 
 
@@ -146,8 +149,8 @@ def test_sm_pkey_table_sets_the_partition_mode_new_connections_use(loop: Loopbac
         table = layers.PKeyTable(pkeys=[0xFFFF, SECURE_PKEY], secmodes=[0, 2])
         adapter.receive(_vendor_frame(layers.VendorAttr.PKEY_TABLE, table, ca_sk, adapter.gid, tid))
     assert _replies_to_sm(loop, 0)[-1].status == layers.MadStatus.OK
-    by_default = a.cm.connect(b.gid, Service.RC, SECURE_PKEY, None, None, 2.0)
-    explicit = a.cm.connect(b.gid, Service.RC, SECURE_PKEY, 3, None, 2.0)
+    by_default = a.cm.connect(b.gid, Service.RC, SECURE_PKEY, None, None, WAIT)
+    explicit = a.cm.connect(b.gid, Service.RC, SECURE_PKEY, 3, None, WAIT)
     loop.mute = True
     sent = {}
     for qp in (by_default, explicit):
@@ -174,7 +177,7 @@ def test_sm_pkey_table_with_a_reserved_mode_is_refused_and_counted(loop: Loopbac
 
 def test_reserved_security_modes_are_dropped_and_counted(loop: Loopback) -> None:
     a, b = loop.adapters
-    qp = a.cm.connect(b.gid, Service.RC, SECURE_PKEY, 2, Scope.SESSION, 2.0)
+    qp = a.cm.connect(b.gid, Service.RC, SECURE_PKEY, 2, Scope.SESSION, WAIT)
     loop.mute = True
     a.post_send(qp.qpn, b"in mode 2")
     frame = bytearray(loop.frames[-1])
@@ -187,7 +190,7 @@ def test_reserved_security_modes_are_dropped_and_counted(loop: Loopback) -> None
 
 def test_a_key_is_retired_after_the_hard_limit_of_mac_failures(loop: Loopback) -> None:
     a, b = loop.adapters
-    qp = a.cm.connect(b.gid, Service.RC, SECURE_PKEY, 1, Scope.SESSION, 2.0)
+    qp = a.cm.connect(b.gid, Service.RC, SECURE_PKEY, 1, Scope.SESSION, WAIT)
     remote = b.qps[qp.remote_qpn or 0]
     forger = Builder(a.config.mac, gid_bytes(a.gid))
     for i in range(12):
@@ -216,7 +219,7 @@ def test_modified_frames_fail_the_mac_where_the_mode_covers_the_change(loop: Loo
     header authentication), nothing in mode 0."""
     a, b = loop.adapters
     region = b.reg_mr(64, SECURE_PKEY)
-    qp = a.cm.connect(b.gid, Service.RC, SECURE_PKEY, mode, Scope.SESSION, 2.0)
+    qp = a.cm.connect(b.gid, Service.RC, SECURE_PKEY, mode, Scope.SESSION, WAIT)
     loop.mute = True  # the man in the middle: nothing a sends arrives unless the test delivers it
     a.post_write(qp.qpn, region.addr, region.r_key, b"original")
     frame = loop.frames[-1]
@@ -242,14 +245,14 @@ def _corpus(loop: Loopback) -> list[bytes]:
     """Valid frames of every kind: CM, RC SEND / WRITE / ACK and UD in every mode."""
     a, b = loop.adapters
     for mode in range(5):
-        qp = a.cm.connect(b.gid, Service.RC, SECURE_PKEY, mode, Scope.SESSION, 2.0)
+        qp = a.cm.connect(b.gid, Service.RC, SECURE_PKEY, mode, Scope.SESSION, WAIT)
         a.post_send(qp.qpn, bytes(range(mode * 10 + 5)))
         a.post_send(qp.qpn, os.urandom(2 * a.config.mtu + 100))  # FIRST, MIDDLE, LAST
         region = b.reg_mr(1024, SECURE_PKEY, ext_depth=2 if mode else None)
         memory_key = b.memory.delegate(region.r_key, region.addr, 1024).material if mode else None
         a.post_write(qp.qpn, region.addr, region.r_key, b"w" * 33, memory_key)
-        assert a.wait_outstanding(qp.qpn, 0, 2)
-        ud = a.cm.connect(b.gid, Service.UD, SECURE_PKEY, mode, Scope.DERIVED, 2.0)
+        assert a.wait_outstanding(qp.qpn, 0, WAIT)
+        ud = a.cm.connect(b.gid, Service.UD, SECURE_PKEY, mode, Scope.DERIVED, WAIT)
         peer = next(iter(ud.peers.values()))
         a.post_send(ud.qpn, b"ud" * mode, (peer.gid, peer.qpn))
     return [f for f in loop.frames if f[:6] == b.config.mac]
@@ -299,9 +302,9 @@ def test_fuzzing_the_receive_path_crashes_nothing(loop: Loopback) -> None:
     assert sum(stats["drops"].values()) > FUZZ_FRAMES // 4
     loop.mute = False
     a, b = loop.adapters
-    qp = a.cm.connect(b.gid, Service.RC, SECURE_PKEY, 2, Scope.SESSION, 2.0)
+    qp = a.cm.connect(b.gid, Service.RC, SECURE_PKEY, 2, Scope.SESSION, WAIT)
     a.post_send(qp.qpn, b"still alive")
-    assert b.wait_recv(qp.remote_qpn or 0, 2) == b"still alive"
+    assert b.wait_recv(qp.remote_qpn or 0, WAIT) == b"still alive"
 
 
 def test_the_qp_table_is_bounded_and_a_full_table_refuses_connections(loop: Loopback) -> None:
@@ -311,7 +314,7 @@ def test_the_qp_table_is_bounded_and_a_full_table_refuses_connections(loop: Loop
     with pytest.raises(AdapterError, match="no QP left"):
         b.create_qp(Service.RC)
     with pytest.raises(AdapterError, match="refused"):
-        a.cm.connect(b.gid, Service.RC, SECURE_PKEY, 0, Scope.PARTITION, 2.0)
+        a.cm.connect(b.gid, Service.RC, SECURE_PKEY, 0, Scope.PARTITION, WAIT)
     assert b.counters.dropped(Drop.CM_REFUSED) == 1
 
 
@@ -326,6 +329,8 @@ def test_bad_pkey_traps_come_once_per_window_and_again_after_it(tmp_path: Path) 
     link = Loopback(tmp_path, sm_gid=SM_GID, trap_window=0.3)
     try:
         a, b = link.adapters
+        now = [0.0]  # the window's clock: time passes when the test says, however slow the machine
+        b.trap_limiter = RateLimiter(b.config.trap_window, clock=lambda: now[0])
         flood = Builder(a.config.mac, gid_bytes(a.gid))
         frame = transport.seal(flood.plain(b.gid, "UD_SEND_ONLY", 0x7BAD, 0x100, 0, b"x", deth=(0, 0x100)),
                                None, transport.Sender(transport.Mode.NONE))
@@ -337,7 +342,7 @@ def test_bad_pkey_traps_come_once_per_window_and_again_after_it(tmp_path: Path) 
         for _ in range(50):
             b.receive(frame)
         assert len(traps()) == 1
-        time.sleep(0.35)
+        now[0] += 0.35
         for _ in range(50):
             b.receive(frame)
         found = traps()
@@ -354,7 +359,7 @@ def test_a_long_message_keeps_at_most_a_window_of_packets_in_flight(tmp_path: Pa
     link = Loopback(tmp_path, mtu=256)
     try:
         a, b = link.adapters
-        qp = a.cm.connect(b.gid, Service.RC, SECURE_PKEY, 2, Scope.SESSION, 2.0)
+        qp = a.cm.connect(b.gid, Service.RC, SECURE_PKEY, 2, Scope.SESSION, WAIT)
         message = os.urandom((3 * SEND_WINDOW + 5) * 256)
         in_flight: list[int] = []
         poster = threading.Thread(target=a.post_send, args=(qp.qpn, message))
@@ -363,7 +368,7 @@ def test_a_long_message_keeps_at_most_a_window_of_packets_in_flight(tmp_path: Pa
             in_flight.append(len(qp.unacked))
             time.sleep(0.0005)
         poster.join()
-        assert b.wait_recv(qp.remote_qpn or 0, 5) == message
+        assert b.wait_recv(qp.remote_qpn or 0, WAIT) == message
         assert 0 < max(in_flight) <= SEND_WINDOW
         assert a.counters.stat("tx_frames") >= 3 * SEND_WINDOW + 5
     finally:
@@ -374,7 +379,7 @@ def test_a_retransmitted_packet_of_a_message_is_acknowledged_again_not_refused(t
     link = Loopback(tmp_path, mtu=256)
     try:
         a, b = link.adapters
-        qp = a.cm.connect(b.gid, Service.RC, SECURE_PKEY, 2, Scope.SESSION, 2.0)
+        qp = a.cm.connect(b.gid, Service.RC, SECURE_PKEY, 2, Scope.SESSION, WAIT)
         link.mute = True  # every frame is handed over by the test: the ACKs to a get lost
         message = os.urandom(600)
         a.post_send(qp.qpn, message)
@@ -385,6 +390,6 @@ def test_a_retransmitted_packet_of_a_message_is_acknowledged_again_not_refused(t
         drops = b.counters.snapshot()["drops"]
         assert drops["replay"] == 1 and drops["malformed"] == 0
         assert b.counters.stat("tx_frames") == sent_by_b + 4  # three ACKs and the repeated one
-        assert b.wait_recv(qp.remote_qpn or 0, 1) == message
+        assert b.wait_recv(qp.remote_qpn or 0, WAIT) == message
     finally:
         link.close()

@@ -1,8 +1,10 @@
 """Small pieces of the agent and the tools: rate limiting, failure streaks, percentiles, P_Key matching,
-memory tree nodes, the CLI's requests, and every attack tool's --help and bounds."""
+memory tree nodes, the CLI's requests, and every attack tool's --help and bounds; the pacing and duration
+bounds of the flood loop and of write_bw with a clock of their own."""
 
 from __future__ import annotations
 
+import argparse
 import importlib
 
 import pytest
@@ -146,3 +148,96 @@ def test_delegation_stops_at_the_region_depth_limit() -> None:
     with pytest.raises(RegionError):
         table.delegate(region.r_key, region.addr + 1024, 1024)  # depth 2: beyond the limit
     assert list(region.candidate_nodes(region.addr + 1024, 8)) == [(region.addr, 4096), (region.addr, 2048)]
+
+
+class FakeTime:
+    """A module's view of ``time`` in which time passes only when the code sleeps or a fake costs some:
+    bounds on rates and durations checked exactly, whatever else the machine is doing."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    perf_counter = monotonic
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class FakeSocket:
+    """Records when each frame went out; each send costs ``cost`` seconds (a CPU that allows 1/cost)."""
+
+    def __init__(self, clock: FakeTime, cost: float) -> None:
+        self.clock, self.cost = clock, cost
+        self.sent_at: list[float] = []
+
+    def send(self, frame: bytes) -> None:
+        self.sent_at.append(self.clock.now)
+        self.clock.now += self.cost
+
+
+@pytest.mark.parametrize(("cost", "sent"), [(0.0, 200), (0.01, 50)])  # a free send; a starved tool
+def test_a_flood_never_runs_ahead_of_its_rate_and_stops_when_its_duration_is_up(
+    monkeypatch: pytest.MonkeyPatch, cost: float, sent: int
+) -> None:
+    clock = FakeTime()
+    monkeypatch.setattr(common, "time", clock)
+    sock = FakeSocket(clock, cost)
+    args = argparse.Namespace(count=1_000_000, rate=400.0, duration=0.5)
+    summary = common.blast(sock, lambda i: bytes([i % 256]), args)  # type: ignore[arg-type]
+    assert summary["sent"] == len(sock.sent_at) == sent
+    assert all(at >= i / 400 - 1e-9 for i, at in enumerate(sock.sent_at))  # frame i not before i / rate
+    assert summary["seconds"] == pytest.approx(0.5)  # the first check past its duration ends it
+
+
+def test_a_flood_stops_at_its_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = FakeTime()
+    monkeypatch.setattr(common, "time", clock)
+    sock = FakeSocket(clock, 0.001)
+    summary = common.blast(sock, bytes, argparse.Namespace(count=7, rate=0.0, duration=10.0))  # type: ignore[arg-type]
+    assert summary["sent"] == len(sock.sent_at) == 7 and summary["seconds"] == pytest.approx(0.007)
+
+
+class FakeWrites:
+    """One QP for write_bw: each post costs ``cost`` seconds; acknowledged at once, or never."""
+
+    def __init__(self, clock: FakeTime, cost: float, acks: bool) -> None:
+        self.clock, self.cost, self.acks = clock, cost, acks
+        self.posted = self.acked = 0
+
+    def post_write(self, qpn: int, va: int, r_key: int, data: bytes, memory_key: bytes | None = None) -> None:
+        self.clock.now += self.cost
+        self.posted += 1
+        self.acked = self.posted if self.acks else 0
+
+    def outstanding(self, qpn: int) -> int:
+        return self.posted - self.acked
+
+    def wait_outstanding(self, qpn: int, at_most: int, timeout: float) -> bool:
+        if self.outstanding(qpn) <= at_most:
+            return True
+        self.clock.now += timeout
+        return False
+
+
+def test_write_bw_runs_for_its_duration_and_reports_progress_every_second(monkeypatch: pytest.MonkeyPatch
+                                                                          ) -> None:
+    clock = FakeTime()
+    monkeypatch.setattr(perf, "time", clock)
+    progress: list[dict[str, object]] = []
+    result = perf.write_bw(FakeWrites(clock, 0.125, acks=True), 1, 0, 0, 1024, 1_000_000, 3.0,  # type: ignore[arg-type]
+                           progress.append)
+    assert result["iterations"] == 24 and result["seconds"] == pytest.approx(3.0)
+    assert result["mbit_s"] == pytest.approx(24 * 1024 * 8 / 3.0 / 1e6)
+    assert [p["done"] for p in progress] == [8, 16, 24]  # once a second, with the count so far
+
+
+def test_write_bw_without_acknowledgements_gives_up_within_its_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = FakeTime()
+    monkeypatch.setattr(perf, "time", clock)
+    result = perf.write_bw(FakeWrites(clock, 0.0, acks=False), 1, 0, 0, 1024, 1_000_000, 3.0,  # type: ignore[arg-type]
+                           lambda _: None, window=4)
+    assert result["iterations"] == 0  # nothing acknowledged is nothing counted
+    assert result["seconds"] == pytest.approx(2 * perf.ACK_WAIT)  # a full window's wait, then the drain's
