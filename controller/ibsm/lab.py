@@ -14,6 +14,7 @@ import itertools
 import json
 import logging
 import queue
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,6 +59,28 @@ class Fabric:
         assert device.switch is not None
         return list(device.switch.table_entries(table))
 
+    def restart(self, switch: str, down: Callable[[], object] = lambda: None) -> float:
+        """``switch`` restarts empty: its gRPC server stops, ``down()`` runs (e.g. to wait until the SM
+        saw the loss), then a fresh device answers on the same address. The wall time it answered."""
+        server, service = self.servers[switch]
+        service.close()
+        server.stop(grace=None).wait(5)
+        down()
+        old = self.devices[switch]
+        self.devices[switch] = _device(switch, old.device_id, old.cpu_port)
+        _wire(self, switch)
+        service = P4RuntimeService(self.devices[switch], self.devices[switch].log)
+        address = self.topo.switch(switch).address
+        server, port = serve(service, address, max_workers=8)
+        if not port:
+            raise RuntimeError(f"{switch}: {address} is taken")
+        self.servers[switch] = (server, service)
+        return time.time()
+
+
+def _device(name: str, device_id: int, cpu_port: int | None) -> Device:
+    return Device(device_id, cpu_port, logging.getLogger(f"sw.{name}"))
+
 
 def _wire(fabric: Fabric, name: str) -> None:
     peers = {port: (peer, peer_port) for port, peer, peer_port in fabric.topo.neighbours(name)}
@@ -85,8 +108,7 @@ def inprocess_fabric(source: Path, workdir: Path) -> Iterator[Fabric]:
     servers: dict[str, tuple[grpc.Server, P4RuntimeService]] = {}
     try:
         for sw in doc["switches"]:
-            log = logging.getLogger(f"sw.{sw['name']}")
-            device = Device(sw.get("device_id", 1), sw.get("cpu_port", 255), log)
+            device = _device(sw["name"], sw.get("device_id", 1), sw.get("cpu_port", 255))
             service = P4RuntimeService(device, device.log)
             server, port = serve(service, "127.0.0.1:0", max_workers=8)
             devices[sw["name"]] = device

@@ -164,7 +164,7 @@ class ProcessFabric:
         return [e for e in read_events(self.events_file)
                 if (kind is None or e["event"] == kind) and e["wall"] >= since]
 
-    def wait_event(self, kind: str, timeout: float = 20.0, since: float = 0.0, count: int = 1
+    def wait_event(self, kind: str, timeout: float = 60.0, since: float = 0.0, count: int = 1
                    ) -> list[dict[str, Any]]:
         deadline = time.monotonic() + timeout
         while True:
