@@ -38,8 +38,9 @@ def flood(fabric_run: run.FabricRun, attacker: str, victim: str, pkey: int, *, c
     return fabric_run.spawn(attacker, tool("pkey_flood", *args), f"flood-{attacker}.log")
 
 
-def until(check: Callable[[], bool], what: str, timeout: float = 15.0) -> None:
-    """Poll ``check`` until it holds (frames cross several software switches: no fixed sleeps)."""
+def until(check: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+    """Poll ``check`` until it holds (frames cross several software switches on a machine that may be
+    loaded: no fixed sleeps, and a deadline far beyond what the effect takes)."""
     deadline = time.monotonic() + timeout
     while not check():
         if time.monotonic() > deadline:

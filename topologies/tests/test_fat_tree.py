@@ -16,7 +16,7 @@ from ibsm.fabric import plan_fabric, trace
 from ibsm.topology import load_topology
 from scapy.utils import rdpcap, wrpcap
 
-from topologies import run, topofile
+from topologies import counters, demo, run, topofile
 
 from . import scenario
 from .conftest import launched, needs_root
@@ -43,7 +43,7 @@ def test_traceback_names_every_host_of_the_fat_tree_from_one_packet(fat_tree: ru
 
 
 def wait_flushed(fabric_run: run.FabricRun, ports: set[tuple[str, int]], since: int = 0,
-                 timeout: float = 30) -> None:
+                 timeout: float = 120) -> None:
     """Until SIF has flushed the filters of ``ports`` (events from number ``since`` on) and the SM lists no
     filter anywhere."""
     deadline = time.monotonic() + timeout
@@ -58,29 +58,36 @@ def wait_flushed(fabric_run: run.FabricRun, ports: set[tuple[str, int]], since: 
 
 def test_sif_stops_a_flood_at_the_attackers_port_while_legitimate_traffic_flows(
         fat_tree: run.FabricRun) -> None:
+    """What the filter guarantees, from the switches' pcaps and counters and the SM's events, on any machine:
+    it goes up on the attacker's port, every frame that arrives after it is dropped there and counted, none
+    of those reaches the victim, and it is flushed after the flood; the legitimate connection loses
+    nothing. How fast it goes up, and latency meanwhile, are for `make eval`."""
     attacker, victim, peer, claimed = "h5", "h0", "h6", "h3"
     part = next(p for p in fat_tree.partitions if victim in p.members)
     fat_tree.wait_provisioned([victim, peer])
     qpn, _ = scenario.rc_pair(fat_tree, peer, victim, part)
-    before = fat_tree.agents[victim].counters()["drops"]["bad_pkey"]
-    started = len(fat_tree.events())
+    port = (fat_tree.hosts[attacker].switch, fat_tree.hosts[attacker].port)
+    violations = counters.SwitchReads(fat_tree).violations()
+    started, wall = len(fat_tree.events()), time.time()
     flood = scenario.flood(fat_tree, attacker, victim, 0x7A5A, claimed=claimed, count=3000, rate=1000,
                            seconds=3)
     legit = fat_tree.agents[peer].call("perf", control_timeout=60, test="send_lat", qpn=qpn, size=64,
                                        iterations=1_000_000, duration=3.0)
     scenario.wait_all([flood])
-    port = (fat_tree.hosts[attacker].switch, fat_tree.hosts[attacker].port)
     new = fat_tree.events()[started:]
     installed = [e for e in new if e["event"] == "filter-installed"]
     assert [(e["switch"], e["port"], e["mode"], e["pkey"]) for e in installed] == \
         [(*port, "invalid-list", "0x7a5a")]
     wait_flushed(fat_tree, {port}, since=started)
-    flushed = [e for e in fat_tree.events()[started:] if e["event"] == "filter-flushed"]
-    reached = fat_tree.agents[victim].counters()["drops"]["bad_pkey"] - before
-    sent = scenario.flood_summary(fat_tree, attacker)["sent"]
-    assert flushed[0]["count"] + reached >= sent * 0.9  # dropped at the edge, or in flight before the filter
-    assert reached < sent * 0.5
-    assert legit["lost"] == 0 and legit["iterations"] > 10  # the encrypted RC ping-pong never stalled
+    (flushed,) = [e for e in fat_tree.events()[started:] if e["event"] == "filter-flushed"]
+    got = demo.flood_capture(fat_tree.fabric, fat_tree.run_dir, attacker, victim).account(
+        0x7A5A, installed[0]["wall"], (wall, float("inf")))
+    assert 0 < got.received <= scenario.flood_summary(fat_tree, attacker)["sent"]
+    assert got.received_after_filter > 0  # the filter had frames to stop ...
+    assert got.passed_after_filter == got.reached_after_filter == 0  # ... and let none of them on
+    assert flushed["count"] - violations.get(port, 0) == got.received - got.forwarded  # dropped and counted
+    assert fat_tree.wait_delivered(peer, victim, qpn) == (0, "RTS")  # every legitimate message delivered
+    assert legit["iterations"] > 0  # and the ping-pong went on during the flood
 
 
 def test_switches_mark_packets_so_one_captured_frame_names_its_source(fat_tree: run.FabricRun) -> None:
@@ -139,63 +146,68 @@ def test_a_trap_flood_leaves_the_sm_responsive(fat_tree: run.FabricRun) -> None:
     # and it still traces a real attack right after
     started = len(fat_tree.events())
     scenario.wait_all([scenario.flood(fat_tree, "h6", "h0", 0x7C01, claimed="h1")])
-    event = scenario.wait_events(fat_tree, "traceback", {"0x7c01"}, "bad_key", 20)["0x7c01"]
+    event = scenario.wait_events(fat_tree, "traceback", {"0x7c01"}, "bad_key", 60)["0x7c01"]
     assert event["traced_host"] == "h6" and len(fat_tree.events()) > started
 
 
 @pytest.mark.parametrize("policy", ["dt", "if"])
 def test_dt_and_if_block_the_flood_at_the_first_switch(fat_tree: run.FabricRun, policy: str) -> None:
-    attacker, victim = "h3", "h4"
+    """Every flood frame is dropped at the attacker's own port and counted there (its violation counter
+    and nowhere else); none leaves that switch, none reaches the victim."""
+    attacker, victim, pkey = "h3", "h4", 0x7D00
+    port = (fat_tree.hosts[attacker].switch, fat_tree.hosts[attacker].port)
+    reads = counters.SwitchReads(fat_tree)
+    capture = demo.flood_capture(fat_tree.fabric, fat_tree.run_dir, attacker, victim)
     fat_tree.sm_call("policy", policy=policy)
     try:
+        violations = reads.violations()
         before = fat_tree.agents[victim].counters()["drops"]["bad_pkey"]
-        scenario.wait_all([scenario.flood(fat_tree, attacker, victim, 0x7D00, count=300, rate=500)])
-        time.sleep(1.0)
+        wall = time.time()
+        scenario.wait_all([scenario.flood(fat_tree, attacker, victim, pkey, count=300, rate=500)])
+
+        def dropped() -> dict[tuple[str, int], int]:
+            return counters.moved(violations, reads.violations())
+
+        def all_counted() -> bool:  # every frame the switch received, dropped and counted (none in work)
+            received = capture.account(pkey, None, (wall, float("inf"))).received
+            return received > 0 and dropped() == {port: received}
+
+        scenario.until(all_counted, "every flood frame dropped and counted at the attacker's port only")
         assert fat_tree.agents[victim].counters()["drops"]["bad_pkey"] == before
     finally:
         fat_tree.sm_call("policy", policy="sif")
-    leaving = attack_frames_leaving(fat_tree, attacker, 0x7D00)
-    assert leaving == 0  # nothing left the attacker's switch toward the fabric
+    got = capture.account(pkey, None, (wall, float("inf")))
+    assert got.received > 0 and got.forwarded == got.reached == 0  # nothing left the attacker's switch
 
 
-def attack_frames_leaving(fabric_run: run.FabricRun, attacker: str, pkey: int) -> int:
-    """Frames with ``pkey`` that the attacker's switch sent up into the fabric (its pcaps)."""
-    switch = fabric_run.hosts[attacker].switch
-    ports = [end[1] for link in fabric_run.fabric.links() for end in (link.a, link.b) if end[0] == switch]
-    time.sleep(0.5)
-    return sum(1 for port in ports
-               for _, f in scenario.roce_frames(fabric_run.run_dir / "pcaps" / f"{switch}-{port}_out.pcap")
-               if scenario.pkey_of(f) == pkey)
-
-
-def test_with_policy_none_the_flood_reaches_the_victim_and_its_traffic_suffers(fat_tree: run.FabricRun
-                                                                                ) -> None:
-    attacker, victim, peer = "h1", "h2", "h4"
-    part = next(p for p in fat_tree.partitions if victim in p.members)
-    fat_tree.wait_provisioned([victim, peer])
-    qpn, _ = scenario.rc_pair(fat_tree, peer, victim, part)
-
-    def ping_pongs() -> int:
-        result = fat_tree.agents[peer].call("perf", test="send_lat", qpn=qpn, size=64, iterations=1_000_000,
-                                            duration=2.0)
-        return int(result["iterations"])
-
+def test_with_policy_none_the_flood_reaches_the_victim_and_no_switch_drops_it(
+        fat_tree: run.FabricRun) -> None:
+    """Policy none: no partition check anywhere (every switch's violation counter stays put), the attacker's
+    switch sends on every flood frame it receives and the victim's adapter gets them. What the flood does
+    to latency and throughput is measured by `make eval` (experiments 1 and 3), not asserted here."""
+    attacker, victim, pkey = "h1", "h2", 0x7D01
+    reads = counters.SwitchReads(fat_tree)
+    capture = demo.flood_capture(fat_tree.fabric, fat_tree.run_dir, attacker, victim)
     fat_tree.sm_call("policy", policy="none")
     try:
-        quiet = ping_pongs()
+        violations = reads.violations()
         before = fat_tree.agents[victim].counters()["drops"]["bad_pkey"]
-        flood = scenario.flood(fat_tree, attacker, victim, 0x7D01, count=9000, rate=3000, seconds=3.5)
-        time.sleep(0.5)
-        attacked = ping_pongs()
-        scenario.wait_all([flood])
-        time.sleep(1.0)
-        reached = fat_tree.agents[victim].counters()["drops"]["bad_pkey"] - before
+        wall = time.time()
+        scenario.wait_all([scenario.flood(fat_tree, attacker, victim, pkey, count=900, rate=1000)])
+
+        def all_on() -> bool:  # the attacker's switch has sent on every frame it received (none in work)
+            got = capture.account(pkey, None, (wall, float("inf")))
+            return got.received == got.forwarded > 0
+
+        scenario.until(all_on, "every flood frame sent on by the attacker's switch")
+        scenario.until(lambda: fat_tree.agents[victim].counters()["drops"]["bad_pkey"] > before,
+                       "flood frames at the victim's adapter")
+        assert counters.moved(violations, reads.violations()) == {}  # nothing dropped for its P_Key
     finally:
         fat_tree.sm_call("policy", policy="sif")
-    sent = scenario.flood_summary(fat_tree, attacker)["sent"]
-    assert reached >= sent * 0.8  # the flood hit the victim's adapter: nothing filtered anywhere
-    assert scenario.events_of(fat_tree, "filter-installed", pkey="0x7d01") == []
-    assert attacked < quiet * 0.6, (quiet, attacked)  # far fewer round trips while flooded
+    got = capture.account(pkey, None, (wall, float("inf")))
+    assert 0 < got.reached <= got.forwarded  # its last switch delivered them to the victim
+    assert scenario.events_of(fat_tree, "filter-installed", pkey=f"{pkey:#06x}") == []
 
 
 WIRESHARK_FIELDS = [

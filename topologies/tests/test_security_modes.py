@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Iterator
+from functools import partial
 
 import pytest
 
@@ -43,6 +43,19 @@ def sniffed_text(fabric: run.FabricRun, host: str) -> str:
     return (fabric.run_dir / "logs" / f"sniff-{host}.log").read_text()
 
 
+def sniffed_send(fabric: run.FabricRun, host: str, qpn: int) -> bool:
+    """Whether the sniffer on ``host``'s link has logged a SEND to ``qpn`` (what it learnt from it, or not,
+    is then in its output)."""
+    for line in sniffed_text(fabric, host).splitlines():
+        try:
+            frame = json.loads(line)
+        except ValueError:  # not a frame's line, or one still being written
+            continue
+        if frame.get("dqpn") == qpn and "SEND" in str(frame.get("opcode")):
+            return True
+    return False
+
+
 def test_traffic_round_trips_in_every_mode_and_a_sniffer_reads_only_the_clear_ones(fabric: run.FabricRun
                                                                                     ) -> None:
     assert fabric.net is not None
@@ -60,7 +73,7 @@ def test_traffic_round_trips_in_every_mode_and_a_sniffer_reads_only_the_clear_on
         fabric.agents[a].call("send", qpn=qpn, data=secrets[mode])
         got = fabric.agents[b].call("recv", qpn=remote, timeout=10)
         assert got is not None and bytes.fromhex(got["data_hex"]).decode() == secrets[mode], MODES[mode]
-    time.sleep(0.5)
+        scenario.until(partial(sniffed_send, fabric, b, remote), f"the sniffer on {b}'s link at the SEND")
     network.stop_processes(sniffers)  # each frame it learnt is already a line of its output
     for mode, b in enumerate(receivers):
         seen = secrets[mode] in sniffed_text(fabric, b)

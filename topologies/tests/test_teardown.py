@@ -75,11 +75,10 @@ def test_clean_removes_what_a_killed_launcher_left(run_dir: Path) -> None:
     proc, footprint = launcher(run_dir)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=10)
-    time.sleep(0.5)
     assert any(item.startswith("pid") for item in footprint.leftovers())  # switches and agents survive it
     removed = run.clean_leftovers(run_dir.parent)
     assert removed
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60  # until the killed processes are gone (a loaded machine reaps slowly)
     while footprint.leftovers() and time.monotonic() < deadline:
         time.sleep(0.2)
     assert footprint.leftovers() == []
