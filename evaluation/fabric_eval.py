@@ -609,82 +609,57 @@ def policy_section(ctx: Context, rows: list[dict[str, Any]], series: list[dict[s
     return section
 
 
+def per_point(
+    rows: list[dict[str, Any]], caption: str, columns: dict[str, Callable[[dict[str, Any]], str]]
+) -> Table:
+    """A table with a row per point: its load and policy, then ``columns`` (header -> cell of a row)."""
+    cells = [[str(r["background_flows"]), r["policy"].upper(), *(cell(r) for cell in columns.values())]
+             for r in rows]
+    return Table(caption, ["background flows", "policy", *columns], cells)
+
+
 def latency_table(rows: list[dict[str, Any]]) -> Table:
-    return Table(
+    return per_point(
+        rows,
         "Legitimate one-way latency (medians of 0.5 s chunks) before and during the attack, run mean, "
         "partition-table lookups per packet and bytes per switch, and how busy the machine's CPUs were "
         f"(one host floods the receiver at {POLICY_FLOOD_RATE}/s for the middle third)",
-        [
-            "background flows",
-            "policy",
-            "paper (Fig. 8, Table 1)",
-            "before attack",
-            "during attack",
-            "run mean",
-            "lookups/packet, no attack",
-            "table bytes/switch (max)",
-            "CPUs busy before / during",
-        ],
-        [
-            [
-                str(r["background_flows"]),
-                r["policy"].upper(),
-                PAPER_FIG8[r["policy"]],
-                f"{r['before_attack_median_us']:.0f} us",
-                f"{r['during_attack_median_us']:.0f} us",
-                f"{r['mean_us']:.0f} us",
-                f"{r['lookups_per_packet_no_attack']:.2f}",
-                str(r["table_bytes_per_switch_max"]),
-                f"{r['cpu_busy_before_attack']:.0%} / {r['cpu_busy_during_attack']:.0%}",
-            ]
-            for r in rows
-        ],
+        {
+            "paper (Fig. 8, Table 1)": lambda r: PAPER_FIG8[r["policy"]],
+            "before attack": lambda r: f"{r['before_attack_median_us']:.0f} us",
+            "during attack": lambda r: f"{r['during_attack_median_us']:.0f} us",
+            "run mean": lambda r: f"{r['mean_us']:.0f} us",
+            "lookups/packet, no attack": lambda r: f"{r['lookups_per_packet_no_attack']:.2f}",
+            "table bytes/switch (max)": lambda r: str(r["table_bytes_per_switch_max"]),
+            "CPUs busy before / during": lambda r: (
+                f"{r['cpu_busy_before_attack']:.0%} / {r['cpu_busy_during_attack']:.0%}"
+            ),
+        },
     )
 
 
 def flood_table(rows: list[dict[str, Any]]) -> Table:
-    def sif(row: dict[str, Any], key: str) -> str:
-        return str(row[key]) if row["filter_flushed"] else "-"
+    def after_filter(r: dict[str, Any]) -> str:
+        keys = ("attack_frames_after_filter", "attack_frames_passed_after_filter",
+                "attack_frames_reaching_victim_after_filter")
+        return " / ".join(str(r[k]) if r["filter_flushed"] else "-" for k in keys)
 
-    return Table(
+    return per_point(
+        rows,
         "What each policy did to the flood (switch pcaps and counters, SM events) and to the legitimate "
         "ping-pong",
-        [
-            "background flows",
-            "policy",
-            "attack frames into the attacker's switch",
-            "dropped at its port (counter)",
-            "let on",
-            "at the victim",
-            "SIF filter on / attack-to-filter",
-            "arrived after the filter / let on / at the victim",
-            "legit messages (timed out > 2 s)",
-            "unacknowledged after",
-        ],
-        [
-            [
-                str(r["background_flows"]),
-                r["policy"].upper(),
-                str(r["attack_frames_sent"]),
-                str(r["attack_frames_dropped_at_attacker_port"]),
-                str(r["attack_frames_forwarded"]),
-                str(r["attack_frames_reaching_victim"]),
-                f"{r['filter_port']}, flushed / {r['attack_to_filter_ms']} ms"
-                if r["filter_flushed"]
-                else "-",
-                " / ".join(
-                    sif(r, k)
-                    for k in (
-                        "attack_frames_after_filter",
-                        "attack_frames_passed_after_filter",
-                        "attack_frames_reaching_victim_after_filter",
-                    )
-                ),
-                f"{r['legit_messages']} ({r['legit_timed_out']})",
-                f"{r['legit_unacked_after']} ({r['legit_qp_state']})",
-            ]
-            for r in rows
-        ],
+        {
+            "attack frames into the attacker's switch": lambda r: str(r["attack_frames_sent"]),
+            "dropped at its port (counter)": lambda r: str(r["attack_frames_dropped_at_attacker_port"]),
+            "let on": lambda r: str(r["attack_frames_forwarded"]),
+            "at the victim": lambda r: str(r["attack_frames_reaching_victim"]),
+            "SIF filter on / attack-to-filter": lambda r: (
+                f"{r['filter_port']}, flushed / {r['attack_to_filter_ms']} ms" if r["filter_flushed"] else "-"
+            ),
+            "arrived after the filter / let on / at the victim": after_filter,
+            "legit messages (timed out > 2 s)": lambda r: f"{r['legit_messages']} ({r['legit_timed_out']})",
+            "unacknowledged after": lambda r: f"{r['legit_unacked_after']} ({r['legit_qp_state']})",
+        },
     )
 
 
