@@ -47,10 +47,13 @@ def test_an_error_inside_the_run_leaves_nothing(run_dir: Path) -> None:
 
 
 def launcher(run_dir: Path) -> tuple[subprocess.Popen[str], Footprint]:
-    """``ibsec-fabric`` as a user starts it (no terminal: no CLI), once it says it is running."""
+    """``ibsec-fabric`` as a user starts it (no terminal: no CLI), once it says it is running. As from a
+    terminal's foreground, Ctrl-C is not ignored, even when these tests run as a background job (whose
+    children a shell starts with SIGINT ignored, and Python then keeps it so)."""
     argv = [sys.executable, "-m", "topologies.launch", "fat-tree", "--levels", "2", "--no-sm", "--no-cli",
             "--run-dir", str(run_dir)]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert proc.stdout is not None
     deadline = time.monotonic() + 120
     for line in proc.stdout:
