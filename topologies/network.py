@@ -40,7 +40,7 @@ from .topofile import CPU_PORT
 REPO = Path(__file__).resolve().parents[1]
 IFACE_PREFIX = "ibf"
 MTU = 9000
-START_TIMEOUT = 90.0
+START_TIMEOUT = 180.0  # seconds for every switch's P4Runtime port to answer: a hung start, not a slow one
 STOP_TIMEOUT = 10.0
 
 

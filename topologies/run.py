@@ -41,8 +41,10 @@ from .network import FabricError, FabricNet
 RUNS = network.REPO / "runs"
 POLICIES = ("none", "dt", "if", "sif")
 PROCESSES_FILE = "processes.json"
-SM_READY_TIMEOUT = 120.0
-AGENT_READY_TIMEOUT = 60.0
+# Bounds on a hung start, not a slow one: each wait returns as soon as its process is ready, and a loaded
+# 2-core machine starts 16 switches, 16 agents and the SM several times slower than an idle one.
+SM_READY_TIMEOUT = 300.0
+AGENT_READY_TIMEOUT = 180.0
 
 
 @dataclass

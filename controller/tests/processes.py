@@ -27,7 +27,7 @@ from ibsm.events import read_events
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
 CPU_PORT = 255
-START_TIMEOUT = 30.0
+START_TIMEOUT = 120.0  # seconds for a switch or agent process to answer: bounds a hung start, not a slow one
 
 
 def _ip(*args: str) -> None:

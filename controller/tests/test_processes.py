@@ -30,6 +30,7 @@ from .processes import ROOT, ProcessFabric, process_fabric
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="veth interfaces need root")
 
+READY_TIMEOUT = 180.0  # seconds for the SM to program the four switches (the whole fixture took 50 s, loaded)
 SM_ARGS = ("--quiet-period", "2", "--poll-interval", "0.2", "--suppress-window", "0.5", "--key-timeout", "1")
 
 
@@ -39,7 +40,7 @@ def fabric(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessFabric]:
         for host in fab.host_ifaces:
             fab.start_agent(host)
         fab.start_sm()
-        fab.wait_event("fabric-ready", timeout=60)
+        fab.wait_event("fabric-ready", timeout=READY_TIMEOUT)
         yield fab
 
 
@@ -118,7 +119,7 @@ def test_killed_sm_reconciles_without_duplicates(fabric: ProcessFabric) -> None:
     assert fabric.stop_sm(signal.SIGKILL) == -signal.SIGKILL
     restart = time.time()
     fabric.start_sm("--no-keys")
-    fabric.wait_event("fabric-ready", since=restart, timeout=60)
+    fabric.wait_event("fabric-ready", since=restart, timeout=READY_TIMEOUT)
     ready = fabric.events("switch-ready", since=restart)
     assert len(ready) == 4
     assert all((e["inserted"], e["modified"], e["deleted"]) == (0, 0, 0) for e in ready), ready

@@ -23,6 +23,8 @@ from evaluation.common import Section, busy_share, cpu_times
 REPO = Path(__file__).resolve().parents[2]
 EXPERIMENTS = {"1", "2", "3", "4a", "4b", "5", "6"}
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+RUN_TIMEOUT = 1200  # seconds: bounds a hung evaluation, not a slow one (a quick run took 440 s under load)
+pytestmark = pytest.mark.timeout(RUN_TIMEOUT + 120)  # the first test sets the quick run up
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +46,7 @@ def quick_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=540,
+        timeout=RUN_TIMEOUT,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     results = json.loads((out / "results" / "results.json").read_text())
