@@ -34,6 +34,9 @@ SECURE_PKEY = 0x8001  # the lab's partition whose members hold P_SK
 CLONE_NEWNET = 0x40000000
 MTU = 9000
 NO_BRIDGE_NETFILTER = [f"net.bridge.bridge-nf-call-{t}=0" for t in ("iptables", "ip6tables", "arptables")]
+LAB_RETRANSMISSION = ("--retries", "200")
+"""A lab agent's QP retransmits for 200 ACK timeouts (10 s at the daemon's 50 ms) before it fails: the
+daemon's 7 are gone in one scheduling hiccup of a loaded machine. Arguments given later override it."""
 _serial = itertools.count()
 
 
@@ -217,11 +220,12 @@ class Fabric:
             str(host.lid),
             "--run-dir",
             str(self.run_dir),
+            *LAB_RETRANSMISSION,
             *extra,
         ]
         process = self.spawn(host, argv, f"{name}.out")
         agent = Agent(host, process, control, log_path)
-        deadline = time.monotonic() + 30  # imports (Scapy) take seconds on a loaded machine
+        deadline = time.monotonic() + 120  # imports (Scapy) take seconds, more on a loaded machine
         while time.monotonic() < deadline:
             if process.poll() is not None:
                 raise RuntimeError(
