@@ -31,10 +31,20 @@ class SwitchReads:
         self.ids |= {t.preamble.name: t.preamble.id for t in info.tables}
         doc = json.loads(fabric_run.topology_file.read_text())
         self.switches = {s["name"]: (s["address"], int(s["device_id"])) for s in doc["switches"]}
+        self.credentials = None
+        if fabric_run.tls is not None:  # the SM's client certificate: reading needs no other identity
+            client = fabric_run.tls.clients["sm"]
+            self.credentials = grpc.ssl_channel_credentials(
+                fabric_run.tls.cacert.read_bytes(), client.key.read_bytes(), client.cert.read_bytes())
+
+    def _channel(self, address: str) -> grpc.Channel:
+        if self.credentials is None:
+            return grpc.insecure_channel(address)
+        return grpc.secure_channel(address, self.credentials)
 
     def _read(self, switch: str, entity: p4r.Entity) -> Iterator[p4r.Entity]:
         address, device = self.switches[switch]
-        with grpc.insecure_channel(address) as channel:
+        with self._channel(address) as channel:
             request = p4r.ReadRequest(device_id=device, entities=[entity])
             for response in p4r_grpc.P4RuntimeStub(channel).Read(request, timeout=READ_TIMEOUT):
                 yield from response.entities
