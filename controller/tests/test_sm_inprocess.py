@@ -317,11 +317,11 @@ async def test_opensm_partitions_file_drives_the_fabric(fabric: Fabric, tmp_path
         assert sorted(e.match[entries.P_KEY].value for e in fabric.entries("s1", entries.VALID_PKEYS)
                       if e.match[entries.INGRESS_PORT].value == 2) == [0x0010, 0x7FFF, 0x8A02, 0xFFFF]
 
-        async def talk(a: str, b: str, pkey: int, timeout: float = 5.0) -> bytes | None:
+        async def talk(a: str, b: str, pkey: int, timeout: float = 60.0) -> bytes | None:
             qp = await asyncio.to_thread(agents[a].cm.connect, agents[b].gid, Service.RC, pkey, None, None,
                                          timeout)
             agents[a].post_send(qp.qpn, f"{a} to {b}".encode())
-            return await asyncio.to_thread(agents[b].wait_recv, qp.remote_qpn or 0, 5.0)
+            return await asyncio.to_thread(agents[b].wait_recv, qp.remote_qpn or 0, 60.0)
 
         assert await talk("h1", "h3", 0x8A01) == b"h1 to h3"  # storage_a, sth-aead, across the spine
         assert await talk("h2", "h4", 0x8A02) == b"h2 to h4"  # storage_b, icrc-mac

@@ -29,7 +29,7 @@ def capabilities(address: str, creds: grpc.ChannelCredentials | None) -> grpc.St
     channel = grpc.insecure_channel(address) if creds is None else grpc.secure_channel(address, creds)
     with channel:
         try:
-            p4r_grpc.P4RuntimeStub(channel).Capabilities(p4r.CapabilitiesRequest(), timeout=10)
+            p4r_grpc.P4RuntimeStub(channel).Capabilities(p4r.CapabilitiesRequest(), timeout=60)
         except grpc.RpcError as err:
             return err.code()  # type: ignore[no-any-return]
     return grpc.StatusCode.OK

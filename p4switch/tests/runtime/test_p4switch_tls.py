@@ -51,7 +51,7 @@ def capabilities(address: str, creds: grpc.ChannelCredentials | None) -> grpc.St
     channel = grpc.insecure_channel(address) if creds is None else grpc.secure_channel(address, creds)
     with channel:
         try:
-            answer = p4r_grpc.P4RuntimeStub(channel).Capabilities(p4r.CapabilitiesRequest(), timeout=10)
+            answer = p4r_grpc.P4RuntimeStub(channel).Capabilities(p4r.CapabilitiesRequest(), timeout=60)
         except grpc.RpcError as err:
             return err.code()  # type: ignore[no-any-return]
     assert answer.p4runtime_api_version

@@ -75,10 +75,10 @@ def test_full_member_answers_a_limited_one_with_its_own_pkey(loop: Loopback) -> 
     a, b = loop.adapters
     limited = SECURE_PKEY & 0x7FFF
     a.set_partitions([Partition(0xFFFF), Partition(limited, 0, Scope.PARTITION)])
-    qp = a.cm.connect(b.gid, Service.RC, limited, 0, None, 2.0)
+    qp = a.cm.connect(b.gid, Service.RC, limited, 0, None, WAIT)
     a.post_send(qp.qpn, b"limited to full")
-    assert b.wait_recv(qp.remote_qpn or 0, 2) == b"limited to full"
-    assert a.cm.disconnect(qp, 2.0)
+    assert b.wait_recv(qp.remote_qpn or 0, WAIT) == b"limited to full"
+    assert a.cm.disconnect(qp, WAIT)
     pkeys = {(frame[6:12], int(Ether(frame)[layers.BTH].pkey)) for frame in loop.frames}
     assert pkeys == {(b.config.mac, SECURE_PKEY), (a.config.mac, limited)}
 
