@@ -201,11 +201,23 @@ class Member(Expr):
 
 @dataclass(frozen=True, slots=True)
 class Index(Expr):
-    """A header stack element (constant index only)."""
+    """A header stack element at a constant index (in range)."""
 
     TAG = "index"
     expr: Expr
     index: int
+    type: Type
+
+
+@dataclass(frozen=True, slots=True)
+class DynIndex(Expr):
+    """A header stack element at an index known only at run time (a bit<W> or int<W> expression). Out of
+    range (the spec's undefined value): a read gives an invalid header with every field zero, and a write
+    or setValid/setInvalid changes nothing."""
+
+    TAG = "dyn_index"
+    expr: Expr
+    index: Expr
     type: Type
 
 

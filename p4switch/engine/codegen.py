@@ -19,6 +19,8 @@ Conventions of the generated code:
   engine's ``PacketCtx``); control locals live on a per-invocation ``L`` object so the control's actions
   can reach them; action functions take ``(<control params>, L, <action data tuple>)``;
 - a table's apply function returns the slot whose action ran on a hit, None on a miss;
+- a stack element at a run-time index is ``_at(stack, index, cls)``: the element, or out of range a fresh
+  blank ``cls()`` that reads as invalid and zero and takes writes nobody sees;
 - names of the generated module: ``TR`` (trace on), ``X`` (per-packet extern context, see
   switch.ExternCtx), tables ``TBL<n>``, extern instances ``EXT<n>``.
 """
@@ -346,6 +348,18 @@ class Codegen:
     def e_index(self, e: ir.Index, t: ir.Type, sc: Scope) -> str:
         return f"{self.expr(e.expr, sc)}[{e.index}]"
 
+    def e_dyn_index(self, e: ir.DynIndex, t: ir.Type, sc: Scope) -> str:
+        """The element, or (out of range) a fresh blank one: reads see invalid and zero, writes are lost."""
+        return f"_at({self.expr(e.expr, sc)}, {self.expr(e.index, sc)}, {self.record_class(t)})"
+
+    def record_class(self, t: ir.Type) -> str:
+        """The generated class of a header or struct type."""
+        if isinstance(t, ir.THeader):
+            return f"H_{ident(t.name)}"
+        if isinstance(t, ir.TStruct):
+            return f"S_{ident(t.name)}"
+        raise ProgramError(f"type {t.k} has no generated class")
+
     def e_slice(self, e: ir.Slice, t: ir.Type, sc: Scope) -> str:
         base = self.expr(e.expr, sc)
         hi, lo = e.hi, e.lo
@@ -654,6 +668,8 @@ class Codegen:
             return f"{self.expr_text(e.expr)}.{e.field}"
         if isinstance(e, ir.Index):
             return f"{self.expr_text(e.expr)}[{e.index}]"
+        if isinstance(e, ir.DynIndex):
+            return f"{self.expr_text(e.expr)}[{self.expr_text(e.index)}]"
         return e.tag
 
     def s_advance(self, s: ir.Advance, sc: Scope) -> None:

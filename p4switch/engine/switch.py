@@ -117,6 +117,11 @@ def _lookahead(data: bytes, pos: int, width: int) -> int:
     return int.from_bytes(data[pos : pos + nbytes], "big") >> (nbytes * 8 - width)
 
 
+def _at(stack: list[Any], index: int, blank: Callable[[], Any]) -> Any:
+    """A header stack element at a run-time index; out of range, a new blank one (ir.DynIndex)."""
+    return stack[index] if 0 <= index < len(stack) else blank()
+
+
 class V1Switch(Switch):
     """Switch implementation (see api.Switch for the contract)."""
 
@@ -153,6 +158,7 @@ class V1Switch(Switch):
             "_Exit": ExitBlock,
             "_SharedWrite": SharedHeaderWrite,
             "_lookahead": _lookahead,
+            "_at": _at,
             "_HASH": HASH_ALGORITHMS,
             "_hash_offset": hash_offset,
             "X": self.x,

@@ -7,10 +7,12 @@ operand's call is copied first), and `&&`, `||`, `?:` run only the calls of the 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from p4switch import ir
 from p4switch.frontend.scope import Ctx, Part
 from p4switch.frontend.source import Node, PTree
-from p4switch.frontend.types import BOOL, Value, const
+from p4switch.frontend.types import BOOL, Value, const, from_ir
 
 
 class Effects(Part):
@@ -48,6 +50,27 @@ class Effects(Part):
         ref = ir.Var(ctx.add_local("tmp", v.t, self.pos(node)), v.t.to_ir())
         ctx.pre.insert(at, ir.Assign(ref, v.expr, self.src(node)))
         return Value(ref, v.t, extra={"lvalue": v} if v.lv else {})
+
+    def pin_place(self, v: Value, ctx: Ctx, node: Node) -> tuple[list[ir.Stmt], Value]:
+        """The statements that read the run-time stack indices of lvalue `v` into fresh locals, and `v`
+        naming them: the place an out/inout argument or an alias names is fixed when the call starts."""
+        pre: list[ir.Stmt] = []
+
+        def pin(e: ir.Expr) -> ir.Expr:
+            if isinstance(e, ir.DynIndex):
+                index = e.index
+                if not isinstance(index, ir.Const):
+                    t = from_ir(index.type)
+                    index = ir.Var(ctx.add_local("index", t, self.pos(node)), index.type)
+                    pre.append(ir.Assign(index, e.index, self.src(node)))
+                return replace(e, expr=pin(e.expr), index=index)
+            if isinstance(e, ir.Member | ir.Index | ir.Slice):
+                return replace(e, expr=pin(e.expr))
+            return e
+
+        if v.node is None or not v.lv:
+            return [], v
+        return pre, replace(v, node=pin(v.node))
 
     def short_circuit(self, node: PTree, ctx: Ctx | None, op: str) -> Value:
         """`a && b`, `a || b`: b (and the calls in it) is evaluated only when a does not decide."""

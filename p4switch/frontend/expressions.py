@@ -159,11 +159,17 @@ class Expressions(Part):
         if base.t.k != "stack":
             raise type_error(self.pos(node), f"cannot index {base.t}")
         idx = self.expr(node.children[1], ctx)
+        ht = Type("header", name=base.t.name)
+        if idx.const is None:  # known at run time only: the engine checks the range (ir.DynIndex)
+            if not idx.t.is_bits:
+                raise type_error(
+                    self.pos(node.children[1]), f"a stack index must be bit<W> or int<W>, not {idx.t}"
+                )
+            return Value(ir.DynIndex(base.expr, idx.expr, ht.to_ir()), ht, lv=base.lv)
         if not isinstance(idx.const, int) or isinstance(idx.const, bool):
-            raise unsupported(self.pos(node.children[1]), "header stack index that is not a constant")
+            raise type_error(self.pos(node.children[1]), f"a stack index must be an integer, not {idx.t}")
         if not 0 <= idx.const < base.t.size:
             raise type_error(self.pos(node.children[1]), f"index {idx.const} out of bounds of {base.t}")
-        ht = Type("header", name=base.t.name)
         return Value(ir.Index(base.expr, idx.const, ht.to_ir()), ht, lv=base.lv)
 
     x_lv_index = x_index

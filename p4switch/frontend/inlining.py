@@ -108,6 +108,8 @@ class Inliner(Part):
                 target: Value = a.extra.get("lvalue", a)  # the place, when its value was read earlier
                 if not target.lv:
                     raise type_error(self.pos(node), "an out/inout argument must be an lvalue")
+                pinned, target = self.fe.effects.pin_place(target, ctx, node)
+                out.extend(pinned)
                 if a.t != t:
                     raise type_error(
                         self.pos(node), f"argument of type {a.t} for an out parameter of type {t}"
@@ -143,6 +145,8 @@ class Inliner(Part):
             pname = self.name(p.children[3])
             readonly = p.children[1].data in ("dir_in", "dir_none")
             if a.lv and a.t == t:
+                pinned, a = self.fe.effects.pin_place(a, ctx, node)
+                out.extend(pinned)
                 scope[pname] = Sym("alias", t, value=Value(a.node, a.t, a.const, lv=not readonly))
                 continue
             if p.children[1].data in ("dir_out", "dir_inout"):

@@ -85,7 +85,7 @@ def test_each_union_has_the_kinds_of_the_docs() -> None:
         "bit", "int", "bool", "header", "struct", "stack", "error", "enum", "packet_in", "packet_out"
     }  # fmt: skip
     assert kinds[ir.Expr] == {
-        "const", "var", "member", "index", "slice", "concat", "cast", "unary", "binary", "mux",
+        "const", "var", "member", "index", "dyn_index", "slice", "concat", "cast", "unary", "binary", "mux",
         "is_valid", "lookahead", "table_hit", "table_miss",
     }  # fmt: skip
     assert kinds[ir.Stmt] == {
@@ -108,6 +108,7 @@ def test_every_kind_of_every_union_round_trips() -> None:
         ir.Lookahead(ir.TInt(4)),
         ir.TableMiss("C.t", t),
         ir.Index(ir.Var("s", ir.TStack("h_t", 3)), 2, ir.THeader("h_t")),
+        ir.DynIndex(ir.Var("s", ir.TStack("h_t", 3)), x, ir.THeader("h_t")),
         ir.Cast(ir.Const(-1, ir.TInt(8)), b8),
         ir.Concat(x, x, ir.TBit(16)),
         ir.Unary("~", x, b8),
