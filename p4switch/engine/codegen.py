@@ -292,8 +292,12 @@ class Codegen:
         if isinstance(t, ir.TStruct):
             return f"S_{ident(t.name)}()"
         if isinstance(t, ir.TStack):
-            return f"[_new(H_{ident(t.elem)}) for _ in range({t.size})]"
+            return f"[{self.init_value(self.elem_type(t))} for _ in range({t.size})]"
         return "0"
+
+    def elem_type(self, t: ir.TStack) -> ir.Type:
+        """The type of a stack's elements: a header, or a header union (a struct of headers)."""
+        return ir.THeader(t.elem) if t.elem in self.headers else ir.TStruct(t.elem)
 
     def copy_value(self, t: ir.Type, expr: str) -> str:
         if isinstance(t, ir.THeader | ir.TStruct):

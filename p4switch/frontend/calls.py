@@ -7,6 +7,7 @@ stacks (push_front, pop_front), tables (apply) and packet_out (emit) are lowered
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from lark import Tree
@@ -76,8 +77,12 @@ class Calls(Part):
             if method == "isValid":
                 return [], Value(ir.IsValid(base.expr, ir.TBool()), BOOL)
             if method == "setValid":
-                return [ir.SetValid(base.expr, src)], None
+                return [ir.SetValid(base.expr, src), *self.fe.stmts.made_valid(base.expr, src)], None
             return [ir.SetInvalid(base.expr, src)], None
+        if bk == "union" and method == "isValid":  # one of its headers is valid
+            self.arity(args, 0, pos, method)
+            tests: list[ir.Expr] = [ir.IsValid(h.expr, ir.TBool()) for h in self.headers_in(base, node)]
+            return [], Value(functools.reduce(lambda a, b: ir.Binary("||", a, b, ir.TBool()), tests), BOOL)
         if bk == "header" and method in ("minSizeInBits", "minSizeInBytes"):
             self.arity(args, 0, pos, method)
             bits = self.fe.decls.headers[base.t.name].bits
@@ -126,14 +131,15 @@ class Calls(Part):
         """The headers an emit of `v` writes, in order (structs are flattened, stacks element by element)."""
         if v.t.k == "header":
             return [v]
-        if v.t.k == "struct":
+        if v.t.k in ("struct", "union"):
             out: list[Value] = []
             for fname, ft in self.fe.decls.members(v.t):
                 out.extend(self.headers_in(self.fe.exprs.member_value(v, fname, ft), node))
             return out
         if v.t.k == "stack":
-            ht = Type("header", name=v.t.name)
-            return [Value(ir.Index(v.expr, i, ht.to_ir()), ht, lv=v.lv) for i in range(v.t.size)]
+            et = v.t.elem
+            elems = [Value(ir.Index(v.expr, i, et.to_ir()), et, lv=v.lv) for i in range(v.t.size)]
+            return [h for e in elems for h in self.headers_in(e, node)]
         if v.t.k in ("bit", "int", "bool", "error", "enum"):
             return []
         raise type_error(self.pos(node), f"cannot emit {v.t}")

@@ -16,7 +16,7 @@ from p4switch import ir
 from p4switch.frontend.errors import type_error, unsupported
 from p4switch.frontend.scope import Ctx, Part, Sym
 from p4switch.frontend.source import Node, PTree, kids
-from p4switch.frontend.types import ANY, BOOL, ERROR, INFINT, STRING, VOID, Type, bit
+from p4switch.frontend.types import ANY, BOOL, ERROR, INFINT, STRING, VOID, Type, bit, stack_of
 
 if TYPE_CHECKING:
     from p4switch.frontend.parts import FrontEnd
@@ -104,7 +104,7 @@ class Declarations(Part):
         fields = []
         members: list[tuple[str, Type]] = []
         for fname, t, annos, f in self.fields(decl):
-            if t.k not in ("bit", "int", "bool", "header", "struct", "stack", "error", "enum"):
+            if t.k not in ("bit", "int", "bool", "header", "union", "struct", "stack", "error", "enum"):
                 raise unsupported(self.pos(f), f"struct field of type {t}")
             lists = annos.get("field_list")
             field_lists = None if lists is None else tuple(lists)
@@ -115,7 +115,16 @@ class Declarations(Part):
         self.types[name] = ("struct", None)
 
     def decl_union_decl(self, decl: PTree) -> None:
-        raise unsupported(self.pos(decl), "header_union")
+        """A header union: a struct of headers in the IR, the front end keeping at most one valid."""
+        name = self.name(decl.children[1])
+        members: list[tuple[str, Type]] = []
+        for fname, t, _, f in self.fields(decl):
+            if t.k != "header":
+                raise type_error(self.pos(f), f"header_union {name}: {fname} is not a header")
+            members.append((fname, t))
+        self.structs[name] = ir.StructType(tuple(ir.StructField(f, t.to_ir()) for f, t in members))
+        self.member_types[("union", name)] = members
+        self.types[name] = ("union", None)
 
     def decl_enum_decl(self, decl: PTree) -> None:
         name = self.name(decl.children[1])
@@ -223,9 +232,9 @@ class Declarations(Part):
             return Type(base.k, base.w, base.name, base.size, args)
         if d == "stack_type":
             elem = self.resolve_type(node.children[0])
-            if elem.k != "header":
-                raise unsupported(self.pos(node), f"stack of {elem}")
-            return Type("stack", name=elem.name, size=self.fe.exprs.const_int(node.children[1], None))
+            if elem.k not in ("header", "union"):
+                raise type_error(self.pos(node), f"a stack of {elem}: stacks hold headers or header unions")
+            return stack_of(elem, self.fe.exprs.const_int(node.children[1], None))
         if d == "dontcare_type":
             return ANY
         if d == "tuple_type":
@@ -246,6 +255,9 @@ class Declarations(Part):
         if kind == "extern" and name in ("packet_in", "packet_out"):
             return Type(name)
         return Type(kind, name=name)
+
+    def is_union(self, name: str) -> bool:
+        return self.types.get(name, ("", None))[0] == "union"
 
     def members(self, t: Type) -> list[tuple[str, Type]]:
         """The fields of a header or struct type, in order (none for other types)."""

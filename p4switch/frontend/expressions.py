@@ -131,10 +131,13 @@ class Expressions(Part):
         t = base.t
         if t.k == "lookahead_header":
             return self.fe.parsers.lookahead_field(t.name, member, node)
-        if t.k in ("header", "struct"):
+        if t.k in ("header", "union", "struct"):
             for fname, ft in self.fe.decls.members(t):
                 if fname == member:
-                    return self.member_value(base, fname, ft)
+                    field = self.member_value(base, fname, ft)
+                    if "stack_key" in base.extra:  # extract(s.next.h) of a stack of unions advances s
+                        field.extra["stack_key"] = base.extra["stack_key"]
+                    return field
             if t.k == "struct":
                 raise type_error(self.pos(node.children[1]), f"{t} has no field {member}")
         if t.k == "apply_result":
@@ -148,7 +151,7 @@ class Expressions(Part):
             return const(t.size, bit(32))
         if t.k == "stack" and member in ("next", "last", "lastIndex"):
             return self.fe.parsers.stack_position(base, member, node, ctx)
-        if t.k in ("header", "table", "packet_in", "packet_out", "extern", "stack", "subcontrol"):
+        if t.k in ("header", "union", "table", "packet_in", "packet_out", "extern", "stack", "subcontrol"):
             return Value(None, Type("method"), extra={"base": base, "method": member})
         raise type_error(self.pos(node.children[1]), f"{t} has no member {member}")
 
@@ -159,7 +162,7 @@ class Expressions(Part):
         if base.t.k != "stack":
             raise type_error(self.pos(node), f"cannot index {base.t}")
         idx = self.expr(node.children[1], ctx)
-        ht = Type("header", name=base.t.name)
+        ht = base.t.elem
         if idx.const is None:  # known at run time only: the engine checks the range (ir.DynIndex)
             if not idx.t.is_bits:
                 raise type_error(

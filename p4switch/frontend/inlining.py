@@ -114,7 +114,7 @@ class Inliner(Part):
                     raise type_error(
                         self.pos(node), f"argument of type {a.t} for an out parameter of type {t}"
                     )
-                copy_out.append(ir.Assign(target.expr, ref, str(pos)))
+                copy_out += self.fe.stmts.store(target.expr, ref, str(pos))
             if direction != "dir_out":
                 out.append(ir.Assign(ref, self.fe.exprs.coerce(a, t, node).expr, str(pos)))
         return out, copy_out, scope

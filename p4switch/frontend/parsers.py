@@ -160,7 +160,7 @@ class Parsers(Part):
                 raise type_error(self.pos(nodes[0]), f"extract needs a header lvalue, got {h.t}")
             if "stack_key" in h.extra and ctx.stack_next is not None:  # extract(s.next) advances s
                 ctx.stack_next[h.extra["stack_key"]] = ctx.stack_next.get(h.extra["stack_key"], 0) + 1
-            return [ir.Extract(h.expr, str(pos))], None
+            return [ir.Extract(h.expr, str(pos)), *self.fe.stmts.made_valid(h.expr, str(pos))], None
         if method == "advance":
             self.fe.calls.arity(args, 1, pos, method)
             bits = self.fe.exprs.coerce(args[0], bit(32), nodes[0])
@@ -185,7 +185,7 @@ class Parsers(Part):
         index = nxt if member == "next" else nxt - 1
         if not 0 <= index < stack.t.size:
             raise _StackOutOfBounds()
-        ht = Type("header", name=stack.t.name)
+        ht = stack.t.elem
         elem = ir.Index(stack.expr, index, ht.to_ir())
         return Value(elem, ht, lv=stack.lv, extra={"stack_key": key} if member == "next" else {})
 

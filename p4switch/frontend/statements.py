@@ -14,7 +14,7 @@ from p4switch import ir
 from p4switch.frontend.errors import Pos, type_error, unsupported
 from p4switch.frontend.scope import Ctx, Part, Sym
 from p4switch.frontend.source import Node, PTree, kids
-from p4switch.frontend.types import BOOL, Type, Value
+from p4switch.frontend.types import BOOL, Value
 
 
 class Statements(Part):
@@ -182,7 +182,28 @@ class Statements(Part):
         if rhs_node.data in ("list_expr", "struct_expr") and lhs.t.k in ("header", "struct"):
             return self.assign_fields(lhs, rhs_node, ctx, node)
         rhs = self.fe.exprs.coerce(self.fe.exprs.expr(rhs_node, ctx), lhs.t, rhs_node)
-        return [ir.Assign(lhs.expr, rhs.expr, self.src(node))]
+        return self.store(lhs.expr, rhs.expr, self.src(node))
+
+    def store(self, lhs: ir.Expr, rhs: ir.Expr, src: str) -> list[ir.Stmt]:
+        """`lhs = rhs;`: a header copied into a header union leaves its other members invalid if valid."""
+        siblings = self.made_valid(lhs, src)
+        if not siblings:
+            return [ir.Assign(lhs, rhs, src)]
+        return [ir.Assign(lhs, rhs, src), ir.If(ir.IsValid(lhs, ir.TBool()), tuple(siblings), (), src)]
+
+    def made_valid(self, h: ir.Expr, src: str) -> list[ir.Stmt]:
+        """What a header union does when its member `h` becomes valid (setValid, extract, a copy): its
+        other members become invalid. Nothing for a header outside a union."""
+        if not isinstance(h, ir.Member):
+            return []
+        union = h.expr.type
+        if not isinstance(union, ir.TStruct) or not self.fe.decls.is_union(union.name):
+            return []
+        return [
+            ir.SetInvalid(ir.Member(h.expr, f.name, f.type), src)
+            for f in self.fe.decls.structs[union.name].fields
+            if f.name != h.field
+        ]
 
     def assign_fields(self, lhs: Value, rhs_node: PTree, ctx: Ctx, node: PTree) -> list[ir.Stmt]:
         """`h = {a, b}` / `s = {x = 1, y = 2}`: one assignment per field (and setValid for a header)."""
@@ -202,7 +223,7 @@ class Statements(Part):
             )
         out: list[ir.Stmt] = []
         if lhs.t.k == "header":
-            out.append(ir.SetValid(lhs.expr, self.src(node)))
+            out += [ir.SetValid(lhs.expr, self.src(node)), *self.made_valid(lhs.expr, self.src(node))]
         for (fname, ft), item in zip(fields, items, strict=True):
             target = Value(ir.Member(lhs.expr, fname, ft.to_ir()), ft, lv=True)
             out.extend(self.assign(target, item, ctx, node))
@@ -213,7 +234,7 @@ class Statements(Part):
         if not stack.lv:
             raise type_error(Pos(src, 0, 0), "push_front/pop_front need an lvalue stack")
         size = stack.t.size
-        ht = Type("header", name=stack.t.name)
+        ht = stack.t.elem
 
         def elem(i: int) -> ir.Expr:
             return ir.Index(stack.expr, i, ht.to_ir())

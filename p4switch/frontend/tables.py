@@ -107,7 +107,7 @@ class Tables(Part):
         if d == "member":
             field = self.name(parts[1])
             base_type = self.fe.exprs.expr(parts[0], ctx).t
-            if base_type.k == "header" and field == "isValid":
+            if base_type.k in ("header", "union") and field == "isValid":
                 field = "$valid$"
             field = self.fe.decls.field_names.get((base_type.name, field), field)
             base = self.p4c_key_name(parts[0], ctx)

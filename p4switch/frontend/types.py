@@ -8,17 +8,18 @@ from typing import Any
 
 from p4switch import ir
 
-# kinds: bit int bool infint header struct stack error enum string packet_in packet_out void extern any
-#        list (a {...} expression) table action method apply_result block
+# kinds: bit int bool infint header union struct stack error enum string packet_in packet_out void extern
+#        any list (a {...} expression) table action method apply_result block
 
 _IR_KINDS = frozenset(
-    {"bit", "int", "bool", "header", "struct", "stack", "error", "enum", "packet_in", "packet_out"}
+    {"bit", "int", "bool", "header", "union", "struct", "stack", "error", "enum", "packet_in", "packet_out"}
 )
 
 
 @dataclass(frozen=True)
 class Type:
-    """One P4 type. `w` is the width of bit/int, `name` the declared name, `size` a stack's size."""
+    """One P4 type. `w` is the width of bit/int, `name` the declared name, `size` a stack's size and
+    `args` its element type (or the type arguments of a generic type)."""
 
     k: str
     w: int = 0
@@ -36,6 +37,11 @@ class Type:
         return _to_ir(self)
 
     @property
+    def elem(self) -> Type:
+        """The element type of a header stack (a header or a header union)."""
+        return self.args[0]
+
+    @property
     def is_bits(self) -> bool:
         return self.k in ("bit", "int")
 
@@ -48,6 +54,8 @@ class Type:
             return f"{self.name}[{self.size}]"
         if self.k in ("header", "struct", "enum", "extern"):
             return f"{self.k} {self.name}"
+        if self.k == "union":
+            return f"header_union {self.name}"
         return self.k
 
 
@@ -59,7 +67,7 @@ def _to_ir(t: Type) -> ir.Type:
         return ir.TInt(t.w)
     if t.k == "header":
         return ir.THeader(t.name)
-    if t.k == "struct":
+    if t.k in ("struct", "union"):  # a header union is a struct of headers in the IR
         return ir.TStruct(t.name)
     if t.k == "enum":
         return ir.TEnum(t.name)
@@ -78,7 +86,7 @@ def from_ir(t: ir.Type) -> Type:
     if isinstance(t, ir.THeader | ir.TStruct | ir.TEnum):
         return Type(t.k, name=t.name)
     if isinstance(t, ir.TStack):
-        return Type("stack", name=t.elem, size=t.size)
+        return stack_of(Type("header", name=t.elem), t.size)
     return Type(t.k)
 
 
@@ -92,6 +100,11 @@ ANY = Type("any")
 
 def bit(w: int) -> Type:
     return Type("bit", w)
+
+
+def stack_of(elem: Type, size: int) -> Type:
+    """The type of a header stack of `size` elements of type `elem` (a header or a header union)."""
+    return Type("stack", name=elem.name, size=size, args=(elem,))
 
 
 def wrap(value: int, t: Type) -> int:

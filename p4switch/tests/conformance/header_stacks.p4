@@ -1,5 +1,5 @@
 /* Conformance: header stack elements at indices known only at run time (reads, writes, setValid /
- * setInvalid, isValid, whole-header copies, a table key, a parser select, an inout argument whose place
+ * setInvalid, isValid, whole-header copies, a table key, the parser, an inout argument whose place
  * is fixed when the call starts), out of range as the spec says (reads see an invalid, all-zero header;
  * writes change nothing), and a local header stack. */
 #include <core.p4>
@@ -24,7 +24,7 @@ struct headers_t {
 }
 
 struct meta_t {
-    bit<8> parsed;
+    bit<8> first;  // the parser's read at a run-time index
 }
 
 parser HsParser(packet_in pkt, out headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
@@ -33,14 +33,7 @@ parser HsParser(packet_in pkt, out headers_t hdr, inout meta_t meta, inout stand
         pkt.extract(hdr.s.next);
         pkt.extract(hdr.s.next);
         pkt.extract(hdr.s.next);
-        transition select(hdr.s[hdr.idx.i].v) {
-            0xEE: seen;
-            default: accept;
-        }
-    }
-
-    state seen {
-        meta.parsed = 0x80;
+        meta.first = hdr.s[hdr.idx.i].v;
         transition accept;
     }
 }
@@ -68,7 +61,9 @@ control HsIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
 
     apply {
         sm.egress_spec = 1;
-        hdr.idx.flags = meta.parsed;
+        if (meta.first == 0xEE) {
+            hdr.idx.flags = 0x80;
+        }
         if (hdr.s[hdr.idx.i].isValid()) {
             hdr.idx.flags = hdr.idx.flags | 1;
         }

@@ -18,14 +18,14 @@ def where(err: P4Error) -> tuple[str, int, int]:
     return Path(err.pos.file).name, err.pos.line, err.pos.col
 
 
-def test_unsupported_header_union(compile_error: Callable[..., P4Error]) -> None:
-    src = TEMPLATE.replace("struct meta_t", "header_union u_t { eth_t a; }\nstruct meta_t").replace(
+def test_header_union_member_that_is_not_a_header(compile_error: Callable[..., P4Error]) -> None:
+    src = TEMPLATE.replace("struct meta_t", "header_union u_t { eth_t a; bit<8> b; }\nstruct meta_t").replace(
         "{BODY}", "apply {}"
     )
     err = compile_error(src)
-    assert where(err) == ("prog.p4", 5, 1)
-    assert err.message == "header_union is not supported by p4switch"
-    assert str(err).endswith("prog.p4:5:1: header_union is not supported by p4switch")
+    assert where(err) == ("prog.p4", 5, 29)
+    assert err.message == "error: header_union u_t: b is not a header"
+    assert str(err).endswith("prog.p4:5:29: error: header_union u_t: b is not a header")
 
 
 def test_unsupported_varbit_field(compile_error: Callable[..., P4Error]) -> None:
