@@ -52,7 +52,9 @@ RESERVED = frozenset({"valid__", "raw__", "src__", "copy", "set_", "pack"})
 def attr(name: str) -> str:
     """Python attribute for a P4 field/member name: unchanged unless it is a Python keyword, one of the
     generated classes' own attributes, ends with '_' or starts with '__' (Python would mangle it);
-    those get a trailing '_' (and a leading 'P' for '__'), which keeps the mapping one-to-one."""
+    those get a trailing '_' (and a leading 'P' for '__'), which keeps the mapping one-to-one. The '.' of
+    a header field flattened from a struct (`s.f`) becomes '·', which Python allows and P4 does not."""
+    name = name.replace(".", "\u00b7")
     if name.startswith("__"):
         return "P" + name + "_"
     if keyword.iskeyword(name) or name in RESERVED or name.endswith("_"):

@@ -84,9 +84,7 @@ class Declarations(Part):
         fields: list[ir.HeaderField] = []
         members: list[tuple[str, Type]] = []
         for fname, t, _, f in self.fields(decl):
-            if not t.is_bits:
-                raise unsupported(self.pos(f), f"header field of type {t}")
-            fields.append(ir.HeaderField(fname, t.w, t.k == "int"))
+            fields += self.header_fields(fname, t, f)
             members.append((fname, t))
         ch = annos.get("controller_header", [None])
         bits = sum(f.w for f in fields)
@@ -98,6 +96,17 @@ class Declarations(Part):
         self.member_types[("header", name)] = members
         self.header_annos[name] = annos
         self.types[name] = ("header", None)
+
+    def header_fields(self, fname: str, t: Type, node: PTree) -> list[ir.HeaderField]:
+        """The IR fields of one header field: bit<W>/int<W> as is, bool as one bit, and a struct of those
+        flattened into its leaves named `fname.member` (a name no P4 identifier has)."""
+        if t.is_bits:
+            return [ir.HeaderField(fname, t.w, t.k == "int")]
+        if t.k == "bool":
+            return [ir.HeaderField(fname, 1)]
+        if t.k == "struct":
+            return [hf for m, mt in self.members(t) for hf in self.header_fields(f"{fname}.{m}", mt, node)]
+        raise unsupported(self.pos(node), f"header field of type {t}")
 
     def decl_struct_decl(self, decl: PTree) -> None:
         name = self.name(decl.children[1])

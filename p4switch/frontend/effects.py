@@ -48,7 +48,7 @@ class Effects(Part):
         if v.t.k not in ("bit", "int", "bool", "header", "struct", "error", "enum"):
             return v
         ref = ir.Var(ctx.add_local("tmp", v.t, self.pos(node)), v.t.to_ir())
-        ctx.pre.insert(at, ir.Assign(ref, v.expr, self.src(node)))
+        ctx.pre[at:at] = self.fe.stmts.store(ref, v.expr, self.src(node))
         return Value(ref, v.t, extra={"lvalue": v} if v.lv else {})
 
     def pin_place(self, v: Value, ctx: Ctx, node: Node) -> tuple[list[ir.Stmt], Value]:

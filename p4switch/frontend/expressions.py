@@ -16,7 +16,7 @@ from p4switch import ir
 from p4switch.frontend.errors import type_error, unsupported
 from p4switch.frontend.scope import Ctx, Part, Sym
 from p4switch.frontend.source import Node, PTree, kids, parse_int
-from p4switch.frontend.types import ANY, BOOL, ERROR, INFINT, STRING, Type, Value, bit, const, wrap
+from p4switch.frontend.types import ANY, BOOL, ERROR, INFINT, STRING, Type, Value, bit, const, member, wrap
 
 
 class Expressions(Part):
@@ -31,7 +31,7 @@ class Expressions(Part):
         return v.const
 
     def member_value(self, base: Value, fname: str, ft: Type) -> Value:
-        return Value(ir.Member(base.expr, fname, ft.to_ir()), ft, lv=base.lv)
+        return Value(member(base.expr, fname, ft.to_ir()), ft, lv=base.lv)
 
     def lookup_sym(self, name: str, node: Node, ctx: Ctx | None) -> Sym:
         scopes = ctx.scopes if ctx else [self.fe.decls.globals]

@@ -84,7 +84,7 @@ class Inliner(Part):
             value = self.fe.exprs.coerce(self.fe.exprs.expr(kids(final)[0], ctx), rtype, final)
             var = ctx.add_local(f"{sym.qname}_result", rtype, self.pos(final))
             ref = ir.Var(var, rtype.to_ir())
-            body.extend(ctx.pre + [ir.Assign(ref, value.expr, self.src(final))])
+            body.extend(ctx.pre + self.fe.stmts.store(ref, value.expr, self.src(final)))
             ctx.pre = outer
             result = Value(ref, rtype)
         ctx.scopes = saved
@@ -116,7 +116,7 @@ class Inliner(Part):
                     )
                 copy_out += self.fe.stmts.store(target.expr, ref, str(pos))
             if direction != "dir_out":
-                out.append(ir.Assign(ref, self.fe.exprs.coerce(a, t, node).expr, str(pos)))
+                out += self.fe.stmts.store(ref, self.fe.exprs.coerce(a, t, node).expr, str(pos))
         return out, copy_out, scope
 
     def inline_control(
@@ -154,7 +154,7 @@ class Inliner(Part):
             value = self.fe.exprs.coerce(a, t, node)
             var = ctx.add_local(pname, t, self.pos(p))
             scope[pname] = Sym("var", t, var, readonly=True)
-            out.append(ir.Assign(ir.Var(var, t.to_ir()), value.expr, str(pos)))
+            out += self.fe.stmts.store(ir.Var(var, t.to_ir()), value.expr, str(pos))
         saved = ctx.scopes, ctx.prefix
         ctx.scopes, ctx.prefix = [self.fe.decls.globals, scope], sym.qname
         for local in tree.children[2:-1]:

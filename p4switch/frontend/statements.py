@@ -14,7 +14,7 @@ from p4switch import ir
 from p4switch.frontend.errors import Pos, type_error, unsupported
 from p4switch.frontend.scope import Ctx, Part, Sym
 from p4switch.frontend.source import Node, PTree, kids
-from p4switch.frontend.types import BOOL, Value
+from p4switch.frontend.types import BOOL, Value, header_struct, member
 
 
 class Statements(Part):
@@ -185,7 +185,15 @@ class Statements(Part):
         return self.store(lhs.expr, rhs.expr, self.src(node))
 
     def store(self, lhs: ir.Expr, rhs: ir.Expr, src: str) -> list[ir.Stmt]:
-        """`lhs = rhs;`: a header copied into a header union leaves its other members invalid if valid."""
+        """`lhs = rhs;`: a header copied into a header union leaves its other members invalid if valid; a
+        struct inside a header is copied field by field (it is flattened into the header's fields)."""
+        if isinstance(lhs.type, ir.TStruct) and (header_struct(lhs) or header_struct(rhs)):
+            fields = self.fe.decls.structs[lhs.type.name].fields
+            return [
+                s
+                for f in fields
+                for s in self.store(member(lhs, f.name, f.type), member(rhs, f.name, f.type), src)
+            ]
         siblings = self.made_valid(lhs, src)
         if not siblings:
             return [ir.Assign(lhs, rhs, src)]
@@ -225,7 +233,7 @@ class Statements(Part):
         if lhs.t.k == "header":
             out += [ir.SetValid(lhs.expr, self.src(node)), *self.made_valid(lhs.expr, self.src(node))]
         for (fname, ft), item in zip(fields, items, strict=True):
-            target = Value(ir.Member(lhs.expr, fname, ft.to_ir()), ft, lv=True)
+            target = Value(member(lhs.expr, fname, ft.to_ir()), ft, lv=True)
             out.extend(self.assign(target, item, ctx, node))
         return out
 

@@ -141,3 +141,17 @@ def const(value: int | bool | str, t: Type) -> Value:
     if isinstance(value, int) and not isinstance(value, bool):
         value = wrap(value, t)
     return Value(ir.Const(value, t.to_ir()) if t.in_ir else None, t, value)
+
+
+def member(base: ir.Expr, fname: str, t: ir.Type) -> ir.Expr:
+    """`base.fname`. A struct inside a header is flattened into the header's fields (`s.f`), so a member
+    of such a struct is that header's field `s.f`, and `h.s` itself only a view (see `header_struct`)."""
+    if header_struct(base):
+        assert isinstance(base, ir.Member)
+        return ir.Member(base.expr, f"{base.field}.{fname}", t)
+    return ir.Member(base, fname, t)
+
+
+def header_struct(e: ir.Expr) -> bool:
+    """Whether `e` is a struct inside a header (`h.s`): no value of its own, only its flattened fields."""
+    return isinstance(e, ir.Member) and isinstance(e.type, ir.TStruct) and isinstance(e.expr.type, ir.THeader)
