@@ -6,7 +6,7 @@ PYTEST_ARGS ?=
 # benchmark modules, each runnable as `python -m MODULE`; every part adds its own
 BENCHES ?= p4switch.bench p4switch.frontend.bench ibsec.bench_transport ibsec.bench_skc ibsm.bench ibsec.agent.bench
 
-.PHONY: help setup lint test bench demo eval fuzz wireshark clean conformance conformance-docs
+.PHONY: help setup lint test bench demo eval fuzz scale wireshark clean conformance conformance-docs
 
 help: ## print this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -32,6 +32,10 @@ FUZZ_TARGETS ?= agent
 FUZZ_FRAMES ?= 100000
 fuzz: setup ## hostile-input suite: FUZZ_FRAMES mutated frames at each live component of FUZZ_TARGETS (root)
 	@for t in $(FUZZ_TARGETS); do $(PY) -m ibsec.fuzz $$t --frames $(FUZZ_FRAMES) || exit 1; done
+
+SCALE_ARGS ?=
+scale: setup build ## torus and fat-tree fabrics of growing size: start, ready, keys, trace, memory, CPU, teardown
+	$(PY) -m evaluation.scale $(SCALE_ARGS)
 
 demo: setup build ## the main job: fat tree, spoofed flood, traceback, SIF filter and flush; one JSON line last
 	$(PY) -m topologies.demo --target $(TARGET)

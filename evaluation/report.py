@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import subprocess
 from dataclasses import asdict
 from datetime import UTC, datetime
@@ -12,7 +13,10 @@ from pathlib import Path
 
 from .common import Section, Table
 
-ORDER = ("1", "2", "3", "4a", "4b", "5", "6")
+ORDER = ("1", "2", "3", "4a", "4b", "5", "6", "7")
+CARRIED = ("7",)
+"""Sections other commands write (7: ``make scale``): `make eval` keeps them as they are."""
+HEADING = re.compile(r"^## (\w+)\. ", re.MULTILINE)
 
 
 def machine() -> dict[str, str]:
@@ -99,15 +103,39 @@ def summary_lines(sections: list[Section]) -> list[str]:
     return [*lines, ""]
 
 
+def results_dir(out: Path, repo: Path) -> str:
+    """The results directory as the report names it (relative to the repository when inside it)."""
+    try:
+        return str(out.resolve().relative_to(repo.resolve()))
+    except ValueError:
+        return str(out)
+
+
+def blocks(text: str) -> dict[str, str]:
+    """The report's sections by key, each from its ``## key.`` heading to the next one."""
+    starts = [(m.group(1), m.start()) for m in HEADING.finditer(text)]
+    ends = [start for _, start in starts[1:]] + [len(text)] * bool(starts)
+    return {key: text[start:end].rstrip() + "\n" for (key, start), end in zip(starts, ends, strict=True)}
+
+
+def splice(doc: Path, section: Section, out: Path, repo: Path) -> None:
+    """Put ``section`` into ``doc`` in place of the section with the same key (at the end if none)."""
+    block = "\n".join(section_lines(section, results_dir(out, repo))).rstrip() + "\n"
+    text = doc.read_text() if doc.exists() else ""
+    old = blocks(text).get(section.key)
+    text = text.replace(old, block) if old else text.rstrip() + "\n\n" + block
+    doc.parent.mkdir(parents=True, exist_ok=True)
+    doc.write_text(text)
+
+
 def write(
     doc: Path, out: Path, sections: list[Section], command: str, profile: str, repo: Path, run_id: str
 ) -> None:
-    """Write the report to ``doc`` and every section as JSON to ``out``/results.json."""
+    """Write the report to ``doc`` and every section as JSON to ``out``/results.json; sections other
+    commands write (CARRIED) are kept from the report as it was."""
     ordered = sorted(sections, key=lambda s: ORDER.index(s.key) if s.key in ORDER else len(ORDER))
-    try:
-        results = str(out.resolve().relative_to(repo.resolve()))
-    except ValueError:
-        results = str(out)
+    results = results_dir(out, repo)
+    kept = blocks(doc.read_text()) if doc.exists() else {}
     lines = [
         "# Evaluation: the papers' results and ours, side by side",
         "",
@@ -129,6 +157,8 @@ def write(
     lines += summary_lines(ordered)
     for section in ordered:
         lines += section_lines(section, results)
+    produced = {s.key for s in ordered}
+    lines += [kept[key] for key in CARRIED if key in kept and key not in produced]
     doc.parent.mkdir(parents=True, exist_ok=True)
     doc.write_text("\n".join(lines).rstrip() + "\n")
     (out / "results.json").write_text(

@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     stop_on_sigterm()
     try:
-        with run.FabricRun(options_from(args)) as fabric_run:
+        with run.FabricRun(options_from(args), say=lambda line: print(line, flush=True)) as fabric_run:
             print(fabric_run.describe(), flush=True)
             interact(fabric_run, args)
     except network.FabricError as err:

@@ -194,11 +194,15 @@ class P4RuntimeSwitch(Switch):  # type: ignore[misc]
                 return
             time.sleep(0.2)
         raise FabricError(f"switch {self.name}: P4Runtime port {self.grpc_port} did not answer within "
-                          f"{START_TIMEOUT:.0f} s (log {self.log_path})")
+                          f"{self.start_timeout:.0f} s (log {self.log_path})")
+
+    start_timeout = START_TIMEOUT
+    """How long :meth:`batchStartup` waits for every switch (FabricNet.start sets it by fabric size)."""
 
     @classmethod
     def batchStartup(cls, switches: Iterable[P4RuntimeSwitch]) -> list[P4RuntimeSwitch]:  # noqa: N802
-        deadline = time.monotonic() + START_TIMEOUT
+        switches = list(switches)
+        deadline = time.monotonic() + max((s.start_timeout for s in switches), default=START_TIMEOUT)
         started = []
         for switch in switches:
             switch.wait_started(deadline)
@@ -298,8 +302,11 @@ class FabricNet:
     def host_iface(self, host: str) -> str:
         return f"{host}-eth0"
 
-    def start(self) -> None:
-        """Build the veths, prepare them for RoCEv2 (MTU, no IPv6 stack) and start every switch."""
+    def start(self, timeout: float = START_TIMEOUT) -> None:
+        """Build the veths, prepare them for RoCEv2 (MTU, no IPv6 stack) and start every switch (each
+        must answer on its P4Runtime port within ``timeout`` seconds)."""
+        for switch in self.net.switches:
+            switch.start_timeout = timeout
         for sub in ("logs", "pcaps"):
             (self.run_dir / sub).mkdir(parents=True, exist_ok=True)
         self.net.build()

@@ -45,6 +45,9 @@ PROCESSES_FILE = "processes.json"
 # 2-core machine starts 16 switches, 16 agents and the SM several times slower than an idle one.
 SM_READY_TIMEOUT = 300.0
 AGENT_READY_TIMEOUT = 180.0
+PER_NODE_TIMEOUT = 0.5
+"""Seconds every switch and host adds to a start-up timeout: a fabric of hundreds of nodes on two cores
+needs longer than the fixed part, which is what small fabrics get."""
 
 
 @dataclass
@@ -115,9 +118,12 @@ class Agent:
 
 
 class FabricRun:
-    """A launched fabric. Use as ``with FabricRun(options) as run: ...``."""
+    """A launched fabric. Use as ``with FabricRun(options) as run: ...``.
 
-    def __init__(self, options: RunOptions) -> None:
+    ``say`` gets one line per start-up milestone (the launcher prints them: a fabric of hundreds of
+    switches takes a while); ``timings`` keeps each milestone's seconds since :meth:`start` began."""
+
+    def __init__(self, options: RunOptions, say: Callable[[str], None] | None = None) -> None:
         if options.policy not in POLICIES:
             raise FabricError(f"policy must be one of {', '.join(POLICIES)}")
         self.options = options
@@ -138,6 +144,9 @@ class FabricRun:
         self.sm: subprocess.Popen[bytes] | None = None
         self.agents: dict[str, Agent] = {}
         self.tools: list[subprocess.Popen[bytes]] = []
+        self.say = say or (lambda text: None)
+        self.timings: dict[str, float] = {}
+        self._started = time.monotonic()
 
     # ---- paths -------------------------------------------------------------------------------------------
 
@@ -168,7 +177,16 @@ class FabricRun:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    def _milestone(self, name: str, text: str) -> None:
+        self.timings[name] = round(time.monotonic() - self._started, 3)
+        self.say(f"[{self.timings[name]:6.1f} s] {text}")
+
+    def _timeout(self, fixed: float) -> float:
+        """A start-up timeout for this fabric's size (PER_NODE_TIMEOUT for every switch and host)."""
+        return fixed + PER_NODE_TIMEOUT * (len(self.fabric.switches()) + len(self.hosts))
+
     def start(self) -> None:
+        self._started = time.monotonic()
         program = network.build_program(self.target)
         links = network.LinkOptions(self.options.bandwidth_mbit, self.options.delay)
         if self.options.tls:
@@ -179,16 +197,20 @@ class FabricRun:
         doc = topofile.topology_document(self.fabric, self.net.addresses, self.partitions,
                                          self.options.routing)
         topofile.write_json(self.topology_file, doc)
-        self.net.start()
+        self._milestone("nodes", f"{len(self.net.grpc_ports)} switch and {len(self.hosts)} host nodes")
+        self.net.start(self._timeout(network.START_TIMEOUT))
+        self._milestone("switches", "links built; every switch answers on its P4Runtime port")
         self._provision_keys()
         for name in self.options.agents if self.options.agents is not None else self.hosts:
             self._start_agent(self.hosts[name])
         self._record()
         self._wait_agents()  # before the SM, so its first key deliveries find every agent listening
+        self._milestone("agents", f"{len(self.agents)} agents answer on their control sockets")
         if self.options.sm:
             self._start_sm(program)
-            self.wait_event(lambda e: e.get("event") == "fabric-ready", SM_READY_TIMEOUT,
+            self.wait_event(lambda e: e.get("event") == "fabric-ready", self._timeout(SM_READY_TIMEOUT),
                             what="the SM to program every switch")
+            self._milestone("ready", "the SM has programmed every switch (fabric-ready)")
 
     def stop(self) -> None:
         """Stop everything this run started, in reverse order, whatever state it is in."""
@@ -264,7 +286,7 @@ class FabricRun:
         return path
 
     def _wait_agents(self) -> None:
-        deadline = time.monotonic() + AGENT_READY_TIMEOUT
+        deadline = time.monotonic() + self._timeout(AGENT_READY_TIMEOUT)
         for agent in self.agents.values():
             while True:
                 if agent.process.poll() is not None:
