@@ -24,7 +24,7 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ibsec import addressing
 from mininet.link import Link, TCLink
@@ -36,12 +36,14 @@ from p4switch import pki
 
 from .fabrics import Fabric
 from .topofile import CPU_PORT
+from .zygote import Zygote
 
 REPO = Path(__file__).resolve().parents[1]
 IFACE_PREFIX = "ibf"
 MTU = 9000
 START_TIMEOUT = 180.0  # seconds for every switch's P4Runtime port to answer: a hung start, not a slow one
 STOP_TIMEOUT = 10.0
+P4SWITCH_ENTRY = "p4switch.cli:main"
 
 
 class FabricError(RuntimeError):
@@ -128,7 +130,22 @@ def port_answers(port: int) -> bool:
     return False
 
 
-def stop_processes(procs: Iterable[subprocess.Popen[Any]], timeout: float = STOP_TIMEOUT) -> None:
+class Process(Protocol):
+    """What the launcher needs of a process it started: a ``subprocess.Popen`` or a zygote's child."""
+
+    pid: int
+    returncode: int | None
+
+    def poll(self) -> int | None: ...
+
+    def send_signal(self, sig: int) -> None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+    def kill(self) -> None: ...
+
+
+def stop_processes(procs: Iterable[Process], timeout: float = STOP_TIMEOUT) -> None:
     """SIGTERM each by pid, all at once, then SIGKILL whatever has not exited within ``timeout``."""
     procs = list(procs)
     for proc in procs:
@@ -158,21 +175,23 @@ class P4RuntimeSwitch(Switch):  # type: ignore[misc]
     """A Mininet switch that is a P4 target process with a P4Runtime server on 127.0.0.1:<grpc_port>."""
 
     def __init__(self, name: str, *, target: Target, device_id: int, grpc_port: int, run_dir: Path,
-                 tls: pki.Pki | None = None, **params: Any) -> None:
+                 zygote: Zygote, tls: pki.Pki | None = None, **params: Any) -> None:
         super().__init__(name, dpid=f"{device_id:x}", **params)
         self.target = target
+        self.zygote = zygote
         self.tls = tls
         self.device_id = device_id
         self.grpc_port = grpc_port
         self.run_dir = run_dir
         self.log_path = run_dir / "logs" / f"{name}.log"
-        self.process: subprocess.Popen[bytes] | None = None
+        self.process: Process | None = None
 
     def data_ports(self) -> dict[int, str]:
         return {port: intf.name for intf, port in self.ports.items() if intf.name != "lo"}
 
     def start(self, controllers: list[Any]) -> None:
-        """Spawn the target (not waiting: :meth:`batchStartup` waits for all switches at once)."""
+        """Fork the target from the zygote (p4switch: its main in a child of the zygote; another target:
+        its binary executed there), not waiting: :meth:`batchStartup` waits for all switches at once."""
         if port_answers(self.grpc_port):
             raise FabricError(f"{self.name}: gRPC port {self.grpc_port} is already taken")
         secure = tls_args(self.tls, self.name) if self.tls else []
@@ -180,9 +199,11 @@ class P4RuntimeSwitch(Switch):  # type: ignore[misc]
                                        self.run_dir / "pcaps", secure)
         with open(self.log_path, "ab") as log:
             log.write(f"# {' '.join(argv)}\n".encode())
-            log.flush()
-            self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL, start_new_session=True)
+        if self.target.name == "p4switch":
+            self.process = self.zygote.spawn(f"sw {self.name}", argv[1:], self.log_path, entry=P4SWITCH_ENTRY,
+                                             prog="p4switch")
+        else:
+            self.process = self.zygote.spawn(f"sw {self.name}", argv, self.log_path)
 
     def wait_started(self, deadline: float) -> None:
         assert self.process is not None
@@ -258,10 +279,11 @@ def switch_iface(tag: str, index: int, port: int) -> str:
 class FabricNet:
     """The Mininet network of a :class:`Fabric`; :meth:`stop` removes every process, namespace and veth."""
 
-    def __init__(self, fabric: Fabric, tgt: Target, run_dir: Path, links: LinkOptions | None = None,
-                 verbose: bool = False, tls: pki.Pki | None = None) -> None:
+    def __init__(self, fabric: Fabric, tgt: Target, run_dir: Path, zygote: Zygote,
+                 links: LinkOptions | None = None, verbose: bool = False, tls: pki.Pki | None = None) -> None:
         setLogLevel("info" if verbose else "output")  # "output": what the CLI prints
         self.fabric = fabric
+        self.zygote = zygote
         self.tls = tls
         self.run_dir = run_dir
         self.tag = iface_tag()
@@ -286,7 +308,8 @@ class FabricNet:
         index = {sw.name: i for i, sw in enumerate(self.fabric.switches())}
         for sw in self.fabric.switches():
             self.net.addSwitch(sw.name, cls=P4RuntimeSwitch, target=tgt, device_id=self.device_ids[sw.name],
-                               grpc_port=self.grpc_ports[sw.name], run_dir=self.run_dir, tls=self.tls)
+                               grpc_port=self.grpc_ports[sw.name], run_dir=self.run_dir, zygote=self.zygote,
+                               tls=self.tls)
         for host in self.fabric.hosts():
             self.net.addHost(host.name, cls=Host, ip=None, mac=addressing.host_mac(host.index))
             iface = switch_iface(self.tag, index[host.switch], host.port)
@@ -313,10 +336,10 @@ class FabricNet:
         for host in self.net.hosts:
             iface = self.host_iface(host.name)
             host.cmd(f"sysctl -qw net.ipv6.conf.{iface}.disable_ipv6=1; ip link set {iface} mtu {MTU}")
+        ip_batch([f"link set {iface} mtu {MTU}" for iface in self._pcap_links])
         for iface, label in self._pcap_links.items():
             with contextlib.suppress(OSError):
                 Path(f"/proc/sys/net/ipv6/conf/{iface}/disable_ipv6").write_text("1")
-            subprocess.run(["ip", "link", "set", iface, "mtu", str(MTU)], check=True, capture_output=True)
             for direction in ("in", "out"):
                 link = self.run_dir / "pcaps" / f"{label}_{direction}.pcap"
                 link.unlink(missing_ok=True)
@@ -336,8 +359,12 @@ class FabricNet:
         return pids + [node.pid for node in (*self.net.hosts, *self.net.switches) if node.pid]
 
     def stop(self) -> None:
-        """Stop switches and hosts by pid, delete every veth, and give the pcaps their port names."""
+        """Stop every switch process at once (before their ports go away under them), delete every veth in
+        one batch, stop the nodes' shells by pid, and give the pcaps their port names."""
         try:
+            stop_processes(sw.process for sw in self.net.switches if sw.process is not None)
+            delete_links(f"{self.tag}s")
+            self.net.links = []  # gone with their root-namespace ends: Mininet need not delete each
             self.net.stop()
         finally:
             delete_links(f"{self.tag}s")
@@ -363,10 +390,18 @@ def our_links(prefix: str = IFACE_PREFIX) -> Iterator[str]:
             yield name
 
 
+def ip_batch(commands: list[str]) -> None:
+    """Run ``ip`` commands (``link set X mtu N``, ...) in one process: one fork per command costs seconds
+    in a fabric of a thousand interfaces. Errors are not raised (``-force`` goes on past them)."""
+    if commands:
+        subprocess.run(["ip", "-force", "-batch", "-"], input="\n".join(commands) + "\n", text=True,
+                       capture_output=True, check=False)
+
+
 def delete_links(prefix: str) -> list[str]:
-    """Delete every interface named ``prefix...`` (deleting one end of a veth deletes both)."""
-    deleted = []
-    for name in our_links(prefix):
-        if subprocess.run(["ip", "link", "del", name], capture_output=True).returncode == 0:
-            deleted.append(name)
-    return deleted
+    """Delete every interface named ``prefix...`` (deleting one end of a veth deletes both); the names of
+    those that are gone afterwards."""
+    names = list(our_links(prefix))
+    ip_batch([f"link del {name}" for name in names])
+    left = set(our_links(prefix))
+    return [name for name in names if name not in left]

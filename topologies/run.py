@@ -34,13 +34,14 @@ from ibsm.events import read_events
 
 from p4switch import pki
 
-from . import fabrics, network, topofile
+from . import fabrics, network, topofile, zygote
 from .fabrics import Fabric, HostInfo
-from .network import FabricError, FabricNet
+from .network import FabricError, FabricNet, Process
 
 RUNS = network.REPO / "runs"
 POLICIES = ("none", "dt", "if", "sif")
 PROCESSES_FILE = "processes.json"
+AGENT_ENTRY = "ibsec.agent.daemon:main"
 # Bounds on a hung start, not a slow one: each wait returns as soon as its process is ready, and a loaded
 # 2-core machine starts 16 switches, 16 agents and the SM several times slower than an idle one.
 SM_READY_TIMEOUT = 300.0
@@ -104,7 +105,7 @@ class Agent:
 
     host: HostInfo
     gid: str
-    process: subprocess.Popen[bytes]
+    process: Process
     control: Path
 
     def call(self, cmd: str, *, control_timeout: float = 90.0, **args: Any) -> Any:
@@ -140,6 +141,7 @@ class FabricRun:
         except ValueError as err:
             raise FabricError(str(err)) from None
         self.net: FabricNet | None = None
+        self.zygote: zygote.Zygote | None = None
         self.tls: pki.Pki | None = None
         self.sm: subprocess.Popen[bytes] | None = None
         self.agents: dict[str, Agent] = {}
@@ -192,7 +194,10 @@ class FabricRun:
         if self.options.tls:
             self.tls = pki.make_pki(self.run_dir / "keys", servers=[sw.name for sw in self.fabric.switches()],
                                     clients=["sm"])
-        self.net = FabricNet(self.fabric, self.target, self.run_dir, links, self.options.verbose, self.tls)
+        self.zygote = zygote.Zygote.start(self.run_dir / "zygote.sock", self.run_dir / "logs" / "zygote.log",
+                                          self._preload())
+        self.net = FabricNet(self.fabric, self.target, self.run_dir, self.zygote, links, self.options.verbose,
+                             self.tls)
         self._record()
         doc = topofile.topology_document(self.fabric, self.net.addresses, self.partitions,
                                          self.options.routing)
@@ -212,6 +217,11 @@ class FabricRun:
                             what="the SM to program every switch")
             self._milestone("ready", "the SM has programmed every switch (fabric-ready)")
 
+    def _preload(self) -> tuple[str, ...]:
+        """What the zygote imports before forking: the agent, and the switch if it is ours."""
+        return (*((network.P4SWITCH_ENTRY.split(":")[0],) if self.target.name == "p4switch" else ()),
+                AGENT_ENTRY.split(":")[0])
+
     def stop(self) -> None:
         """Stop everything this run started, in reverse order, whatever state it is in."""
         network.stop_processes([*self.tools, *(a.process for a in self.agents.values())])
@@ -221,15 +231,20 @@ class FabricRun:
             if self.net is not None:
                 self.net.stop()
         finally:
+            if self.zygote is not None:
+                self.zygote.close()
             for path in (self.run_dir / "keys").iterdir():
                 path.unlink(missing_ok=True)
             for agent in self.agents.values():
                 agent.control.unlink(missing_ok=True)
             (self.run_dir / PROCESSES_FILE).unlink(missing_ok=True)
 
-    def processes(self) -> list[subprocess.Popen[bytes]]:
+    def processes(self) -> list[Process]:
         """Every process this run started directly (the network's own are in ``net.pids()``)."""
-        return [*self.tools, *(a.process for a in self.agents.values()), *([self.sm] if self.sm else [])]
+        started: list[Process] = [*self.tools, *(a.process for a in self.agents.values())]
+        if self.zygote is not None and self.zygote.process is not None:
+            started.append(self.zygote.process)
+        return started + ([self.sm] if self.sm else [])
 
     def _record(self) -> None:
         """processes.json: what ``ibsec-fabric clean`` needs if this launcher is killed before teardown."""
@@ -262,9 +277,10 @@ class FabricRun:
         self._record()
 
     def _start_agent(self, host: HostInfo) -> None:
-        assert self.net is not None
+        """The host's agent, forked from the zygote into the host's namespace."""
+        assert self.net is not None and self.zygote is not None
         control = self.run_dir / f"{host.name}.sock"
-        argv = [sys.executable, "-m", "ibsec.agent.daemon", "--name", host.name,
+        argv = ["--name", host.name,
                 "--iface", self.net.host_iface(host.name), "--run-dir", str(self.run_dir),
                 "--subnet", str(topofile.SUBNET), "--lid", str(addressing.host_lid(host.index)),
                 "--keys", str(self.key_file(host.name)), "--control", str(control), *self.options.agent_args]
@@ -272,9 +288,8 @@ class FabricRun:
             argv += ["--sm-gid", topofile.sm_gid()]
         else:
             argv += ["--pkeys", str(self._pkey_file(host))]
-        with open(self.run_dir / "logs" / f"{host.name}.out", "ab") as out:
-            proc = self.net.host(host.name).popen(argv, stdout=out, stderr=subprocess.STDOUT,
-                                                   stdin=subprocess.DEVNULL)
+        proc = self.zygote.spawn(f"host {host.name}", argv, self.run_dir / "logs" / f"{host.name}.out",
+                                 entry=AGENT_ENTRY, prog="ibsec-agent", netns=self.net.host(host.name).pid)
         self.agents[host.name] = Agent(host, self.gid(host.name), proc, control)
 
     def _pkey_file(self, host: HostInfo) -> Path:
