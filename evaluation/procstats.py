@@ -72,10 +72,12 @@ def kind_of(pid: int) -> str:
     text = " ".join(words)
     if comm.startswith("sw ") or "--device-id" in words:
         return "switch"
-    if comm.startswith("host ") or "ibsec.agent.daemon" in text:
+    if comm.startswith("host "):
         return "agent"
-    if "topologies.zygote" in text:
+    if "topologies.zygote" in text:  # its command line names the agent's module too (--preload)
         return "zygote"
+    if "ibsec.agent.daemon" in text:
+        return "agent"
     if "ibsm.cli" in text:
         return "sm"
     if comm in ("bash", "mnexec") or text.startswith("mnexec"):

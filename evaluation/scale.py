@@ -138,6 +138,17 @@ def trace(fabric_run: run.FabricRun) -> dict[str, Any]:
             "trace_right": found.get("traced_host") == roles.attacker}
 
 
+def timings(fabric_run: run.FabricRun) -> dict[str, float]:
+    """Start (switches and agents up) and ready (the SM's fabric-ready), as far as the launch got."""
+    t = fabric_run.timings
+    row = {"nodes_s": t["nodes"]} if "nodes" in t else {}
+    if "agents" in t:
+        row["start_s"] = round(max(t["switches"], t["agents"]), 1)
+    if "ready" in t:
+        row["ready_s"] = round(t["ready"], 1)
+    return row
+
+
 def measure(size: Size, out: Path, say: Callable[[str], None]) -> dict[str, Any]:
     """Launch ``size``, measure it, tear it down; one row (``error`` says what failed, if anything did)."""
     fab = size.fabric()
@@ -145,9 +156,10 @@ def measure(size: Size, out: Path, say: Callable[[str], None]) -> dict[str, Any]
     fabric_run = run.FabricRun(size.options(out / fab.name), say=lambda line: say(f"{fab.name} {line}"))
     launched = time.monotonic()
     try:
-        fabric_run.start()
-        row.update(start_s=round(max(fabric_run.timings["switches"], fabric_run.timings["agents"]), 1),
-                   ready_s=round(fabric_run.timings["ready"], 1))
+        try:
+            fabric_run.start()
+        finally:
+            row.update(timings(fabric_run))
         row.update(keys_done(fabric_run, KEYS_TIMEOUT))
         say(f"{fab.name} keys: {row['keys_delivered']} delivered in {row['keys_s']} s after ready")
         row.update(memory(fabric_run))
@@ -194,7 +206,7 @@ def cell(row: dict[str, Any], key: str) -> str:
         return "skipped" if key == "start_s" else ""
     value = row.get(key)
     if value is None:
-        return "failed" if key == "start_s" and row.get("error") else ""
+        return "failed" if key in ("start_s", "ready_s") and row.get("error") else ""
     if isinstance(value, bool):
         return "yes" if value else "NO"
     return str(value)
@@ -284,7 +296,8 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"fabrics in order (default {','.join(LADDER)})")
     parser.add_argument("--max-switches", type=int, help="leave out sizes with more switches than this")
     parser.add_argument("--out", type=Path, help="results directory (default runs/scale-<UTC time>)")
-    parser.add_argument("--doc", type=Path, default=REPO / "docs" / "EVALUATION.md",
+    parser.add_argument("--doc", type=lambda text: Path(text) if text else None,
+                        default=REPO / "docs" / "EVALUATION.md",
                         help="report whose section 7 is replaced (an empty string: none)")
     parser.add_argument("--plot", type=Path, default=REPO / "docs" / "img" / "scale.png")
     args = parser.parse_args(argv)
@@ -301,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     ctx.write_csv("scale", [{key: row.get(key, "") for key in columns} for row in rows])
     plot(rows, args.plot)
     command = " ".join(["python -m evaluation.scale", *(sys.argv[1:] if argv is None else argv)])
-    if str(args.doc):
+    if args.doc is not None:
         report.splice(args.doc, section(rows, args.plot, command), out, REPO)
     print_table(rows)
     return 0 if all(r.get("trace_right") for r in rows if "skipped" not in r) else 1
