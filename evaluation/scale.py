@@ -40,7 +40,7 @@ KEYS_TIMEOUT = 600.0  # a bound, not a claim: key distribution is measured, the 
 TRACE_TIMEOUT = 120.0
 FLOOD = ("--rate", "100", "--duration", "3", "--count", "300")
 FIT_MARGIN = 0.8  # a size must fit in this share of the memory available when it starts
-FIRST_GUESS_MIB = 120.0  # PSS per node assumed before any size has been measured
+FIRST_GUESS_MIB = 60.0  # PSS per node assumed before any size is measured (what it took before the zygote)
 LADDER = ("torus:4x4", "fat-tree:4x2", "torus:8x8", "fat-tree:4x3", "torus:12x12", "torus:16x16",
           "fat-tree:4x4")
 
@@ -230,7 +230,7 @@ def print_table(rows: Sequence[dict[str, Any]]) -> None:
 def plot(rows: Sequence[dict[str, Any]], path: Path) -> None:
     """Seconds (ready, keys after ready, teardown) and PSS per pair against switches, per fabric kind."""
     fig, (times, mem) = plt.subplots(1, 2, figsize=(11, 4.5))
-    done = [r for r in rows if r.get("ready_s") is not None]
+    done = [r for r in rows if r.get("ready_s") is not None and "mib_per_pair" in r]
     for kind, marker in (("torus", "o"), ("fattree", "s")):
         mine = sorted((r for r in done if r["fabric"].startswith(kind)), key=lambda r: r["switches"])
         if not mine:
@@ -243,7 +243,8 @@ def plot(rows: Sequence[dict[str, Any]], path: Path) -> None:
     mem.set(title="PSS per switch-and-host pair (MiB)", xlabel="switches")
     for ax in (times, mem):
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8)
+        if ax.lines:
+            ax.legend(fontsize=8)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -271,9 +272,10 @@ def section(rows: Sequence[dict[str, Any]], plot_path: Path, command: str) -> Se
 # ---- main --------------------------------------------------------------------------------------------------
 
 
-def run_ladder(sizes: Sequence[Size], out: Path, say: Callable[[str], None]) -> list[dict[str, Any]]:
+def run_ladder(sizes: Sequence[Size], out: Path, say: Callable[[str], None],
+               per_node: float = FIRST_GUESS_MIB) -> list[dict[str, Any]]:
+    """Each size in turn; one that would not fit at the PSS per node the last one took is skipped."""
     rows: list[dict[str, Any]] = []
-    per_node = FIRST_GUESS_MIB
     for size in sizes:
         fab = size.fabric()
         why = fits(size, per_node)
@@ -295,6 +297,8 @@ def main(argv: list[str] | None = None) -> int:
                         default=[Size(s) for s in LADDER],
                         help=f"fabrics in order (default {','.join(LADDER)})")
     parser.add_argument("--max-switches", type=int, help="leave out sizes with more switches than this")
+    parser.add_argument("--mib-per-node", type=float, default=FIRST_GUESS_MIB,
+                        help="PSS per node to expect of the first size (then: what the last size took)")
     parser.add_argument("--out", type=Path, help="results directory (default runs/scale-<UTC time>)")
     parser.add_argument("--doc", type=lambda text: Path(text) if text else None,
                         default=REPO / "docs" / "EVALUATION.md",
@@ -309,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     out = (args.out or REPO / "runs" / f"scale-{datetime.now(UTC):%Y%m%dT%H%M%SZ}").resolve()
     out.mkdir(parents=True, exist_ok=True)
     ctx = Context(PROFILES["quick"], out)
-    rows = run_ladder(sizes, out, lambda line: ctx.progress("scale", line))
+    rows = run_ladder(sizes, out, lambda line: ctx.progress("scale", line), args.mib_per_node)
     columns = list(dict.fromkeys(key for row in rows for key in row))
     ctx.write_csv("scale", [{key: row.get(key, "") for key in columns} for row in rows])
     plot(rows, args.plot)
