@@ -173,6 +173,7 @@ class ActionProfile:
         self.group_members: dict[int, Group] = {}
         self.group_slots: dict[int, list[Slot]] = {}  # members repeated by weight, in order
         self.users: dict[tuple[str, int], int] = {}  # ("member"|"group", id) -> references from entries
+        self.in_groups: dict[int, int] = {}  # member id -> groups that list it (a delete checks, not scans)
 
     # members
     def member_insert(self, member_id: int, action: ActionCall) -> None:
@@ -189,11 +190,12 @@ class ActionProfile:
 
     def member_delete(self, member_id: int) -> None:
         self._member(member_id)
-        if self.users.get(("member", member_id)) or any(
-            member_id == mid for group in self.group_members.values() for mid, _ in group.members
-        ):
+        if self.users.get(("member", member_id)) or self.in_groups.get(member_id):
             raise InvalidEntry(f"action profile {self.name}: member {member_id} is still in use")
         del self.member_slots[member_id]
+
+    def member(self, member_id: int) -> Member:
+        return Member(member_id, self._member(member_id).action)  # type: ignore[arg-type]
 
     def members(self) -> list[Member]:
         return [Member(mid, slot.action) for mid, slot in self.member_slots.items()]  # type: ignore[arg-type]
@@ -238,15 +240,29 @@ class ActionProfile:
                     f"action selector {self.name}: group {group_id} uses unknown member {member_id}"
                 )
             expanded += [self.member_slots[member_id]] * weight
-        self.group_members[group_id] = Group(group_id, tuple(members), max_size)
+        if exists:
+            self._count_in_groups(self.group_members[group_id], -1)
+        self.group_members[group_id] = group = Group(group_id, tuple(members), max_size)
         self.group_slots[group_id] = expanded
+        self._count_in_groups(group, 1)
+
+    def _count_in_groups(self, group: Group, delta: int) -> None:
+        for member_id, _ in group.members:
+            self.in_groups[member_id] = self.in_groups.get(member_id, 0) + delta
 
     def group_delete(self, group_id: int) -> None:
         if group_id not in self.group_members:
             raise EntryNotFound(f"action selector {self.name}: no group {group_id}")
         if self.users.get(("group", group_id)):
             raise InvalidEntry(f"action selector {self.name}: group {group_id} is still in use")
-        del self.group_members[group_id], self.group_slots[group_id]
+        self._count_in_groups(self.group_members.pop(group_id), -1)
+        del self.group_slots[group_id]
+
+    def group(self, group_id: int) -> Group:
+        try:
+            return self.group_members[group_id]
+        except KeyError:
+            raise EntryNotFound(f"action selector {self.name}: no group {group_id}") from None
 
     def groups(self) -> list[Group]:
         return list(self.group_members.values())
@@ -393,9 +409,11 @@ class Table:
             canon = key[i]
             plen = 0 if canon is None else canon[1]
             value = 0 if canon is None else canon[0]
-            width = self.keys[i].width
-            self.by_len.setdefault(plen, {})[key[:i] + (value,) + key[i + 1 :]] = slot
-            self._lpm_lengths(width)
+            bucket = self.by_len.get(plen)
+            if bucket is None:  # a new prefix length: the probe order changes
+                bucket = self.by_len[plen] = {}
+                self._lpm_lengths(self.keys[i].width)
+            bucket[key[:i] + (value,) + key[i + 1 :]] = slot
         else:
             bisect.insort(self.scan, (slot, self._scan_checks(key)), key=_scan_order)
 
@@ -410,11 +428,13 @@ class Table:
             value = 0 if canon is None else canon[0]
             bucket = self.by_len[plen]
             del bucket[key[:i] + (value,) + key[i + 1 :]]
-            if not bucket:
+            if not bucket:  # the last entry of its prefix length: one probe less per packet
                 del self.by_len[plen]
-            self._lpm_lengths(self.keys[i].width)
-        else:
-            self.scan = [item for item in self.scan if item[0] is not slot]
+                self._lpm_lengths(self.keys[i].width)
+        else:  # the list is ordered by (-priority, seq) and seq is unique: bisect finds the slot
+            at = bisect.bisect_left(self.scan, _scan_order((slot, None)), key=_scan_order)
+            assert self.scan[at][0] is slot, "scan list out of order"
+            del self.scan[at]
 
     def _lpm_lengths(self, width: int) -> None:
         self.lpm_lens[:] = [
@@ -530,13 +550,6 @@ class Table:
         self._index_remove(slot)
         if self.profile is not None:
             self.profile.count_ref(slot.ref, -1)
-
-    def clear(self) -> None:
-        for slot in [s for s in self.slots.values() if not s.const]:
-            del self.slots[(slot.key, slot.priority)]
-            self._index_remove(slot)
-            if self.profile is not None:
-                self.profile.count_ref(slot.ref, -1)
 
     def find(self, entry: TableEntry) -> Slot:
         return self._find(entry)

@@ -205,3 +205,58 @@ def test_selector_weights_and_member_entries() -> None:
         t.insert(entry({"a": Exact(3)}, 1))
     with pytest.raises(InvalidEntry, match="unknown member"):
         profile.group_set(6, [(9, 1)], 0, insert=True)
+
+
+def test_ternary_delete_keeps_the_priority_order_of_the_rest() -> None:
+    """Deleting from a priority-ordered table finds the entry by its (priority, age) place: with many
+    entries of one priority, exactly the deleted ones go and the others keep their order."""
+    t = make([("f", "ternary", 16)], size=0)
+    t.insert(entry({}, 100, priority=1))  # the fallback every deleted key falls to
+    for i in range(60):  # three priorities, twenty entries each, interleaved
+        t.insert(entry({"f": Ternary(i, 0xFFFF)}, i % 9, priority=2 + i % 3))
+    deleted = {4, 33, 58, 7, 0, 59}
+    for i in deleted:
+        t.delete(entry({"f": Ternary(i, 0xFFFF)}, 0, priority=2 + i % 3))
+    assert [port_of(t, i) for i in range(60)] == [100 if i in deleted else i % 9 for i in range(60)]
+    order = [(s.priority, s.seq) for s, _ in t.scan]
+    assert len(order) == 55 and order == sorted(order, key=lambda p: (-p[0], p[1]))
+
+
+def test_lpm_prefix_lengths_follow_inserts_and_deletes() -> None:
+    t = make([("dst", "lpm", 32)])
+    t.insert(entry({"dst": Lpm(0x0A000000, 8)}, 1))
+    t.insert(entry({"dst": Lpm(0x0A010000, 16)}, 2))
+    t.insert(entry({"dst": Lpm(0x0A020000, 16)}, 3))
+    assert [mask for mask, _ in t.lpm_lens] == [0xFFFF0000, 0xFF000000]
+    t.delete(entry({"dst": Lpm(0x0A010000, 16)}, 0))
+    assert port_of(t, 0x0A010001) == 1 and port_of(t, 0x0A020001) == 3
+    t.delete(entry({"dst": Lpm(0x0A020000, 16)}, 0))
+    assert [mask for mask, _ in t.lpm_lens] == [0xFF000000]
+    t.insert(entry({"dst": Lpm(0x0A020300, 24)}, 4))
+    assert port_of(t, 0x0A020301) == 4 and port_of(t, 0x0A020401) == 1
+
+
+def test_one_entry_member_and_group_by_key() -> None:
+    profile = ActionProfile("sel", actions(), 16, "crc16", 16, 8)
+    profile.member_insert(1, ActionCall("set", {"port": 1}))
+    profile.member_insert(2, ActionCall("set", {"port": 2}))
+    profile.group_set(7, [(1, 1), (2, 2)], 0, insert=True)
+    assert profile.member(2).action == ActionCall("set", {"port": 2})
+    assert profile.group(7).members == ((1, 1), (2, 2))
+    with pytest.raises(EntryNotFound):
+        profile.member(3)
+    with pytest.raises(EntryNotFound):
+        profile.group(8)
+    profile.group_set(7, [(1, 1)], 0, insert=False)  # member 2 leaves the group: it can go now
+    profile.member_delete(2)
+    with pytest.raises(InvalidEntry, match="in use"):
+        profile.member_delete(1)
+    profile.group_delete(7)
+    profile.member_delete(1)
+    assert profile.members() == [] and profile.groups() == []
+    t = make([("a", "ternary", 8)])
+    t.insert(entry({"a": Ternary(1, 1)}, 5, priority=3))
+    (found,) = [t.entry_view(t.find(entry({"a": Ternary(1, 1)}, 0, priority=3)))]
+    assert found.action == ActionCall("set", {"port": 5}) and found.priority == 3
+    with pytest.raises(EntryNotFound):
+        t.find(entry({"a": Ternary(1, 1)}, 0, priority=4))
