@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from p4switch.engine import api as engine
+from p4switch.engine import loader
 
 BMV2_JSON_VERSION: str | None = None
 """The newest BMv2 JSON version (``major.minor``) p4switch loads; None while it loads none."""
@@ -29,7 +30,7 @@ class ProgramFormat:
 
 
 def _load_ir(program: bytes, _doc: dict[str, Any], log: logging.Logger) -> engine.Switch:
-    return engine.Switch.load(program, log=log)
+    return loader.load(program, log=log)
 
 
 def _refuse_bmv2(_program: bytes, doc: dict[str, Any], _log: logging.Logger) -> engine.Switch:

@@ -1,4 +1,4 @@
-"""Runs one STF case (p4switch/stf.py) in-process: the program's engine (``Switch.load``) with an injected
+"""Runs one STF case (p4switch/stf.py) in-process: the program's engine (``loader.load``) with an injected
 clock, every command through the engine API, the frames compared at the end.
 
 A file is read one of two ways:
@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from p4switch import stf
-from p4switch.engine.api import ActionCall, EngineError, Switch, TableEntry
+from p4switch.engine import loader
+from p4switch.engine.api import ActionCall, EngineError, TableEntry
 from p4switch.engine.switch import V1Switch
 from p4switch.engine.tables import Table
 
@@ -131,7 +132,7 @@ class InProcessRun:
         import json
 
         clock = ManualClock()
-        switch = Switch.load(ir_json, clock=clock)
+        switch = loader.load(ir_json, clock=clock)
         assert isinstance(switch, V1Switch)
         return cls(switch, json.loads(ir_json), clock, p4c)
 

@@ -13,19 +13,18 @@ EntryNotFound -> NOT_FOUND, InvalidEntry -> INVALID_ARGUMENT, ConstDefault -> PE
 TableFull -> RESOURCE_EXHAUSTED, ProgramError -> INVALID_ARGUMENT.
 
 Change policy: this module only grows (new optional parameters, new methods); existing names keep their
-meaning. Additions are noted as "(added: ...)" in the docstrings.
+meaning. Additions are noted as "(added: ...)" in the docstrings. (moved:) ``Switch.load`` is
+``p4switch.engine.loader.load``: the interface no longer imports its implementation. (removed:)
+``Switch.table_clear``, which nothing called.
 """
 
 from __future__ import annotations
 
 import logging
-import random
 import threading
-import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
-
-from p4switch import ir
 
 # Per-packet trace logging (BMv2's "trace" level), below logging.DEBUG.
 TRACE = 5
@@ -224,8 +223,20 @@ DigestSink = Callable[[str, list[tuple[str, int]]], None]
 digest struct's fields in declaration order as (field name, value)."""
 
 
-class Switch:
-    """One v1model switch running one program.
+class Switch(ABC):
+    """One v1model switch running one program: the interface every engine back end implements.
+
+    This class is the whole contract between the engine and its callers (the P4Runtime server, the CLI,
+    the STF driver, the tests): the data plane (``process``) and the control plane (tables, action
+    profiles and selectors, counters, meters, registers, the packet replication engine), all by P4Info
+    name. A back end subclasses it and implements every abstract method; p4switch.engine.loader.load is
+    the one place that picks a back end for a program. Nothing here knows an implementation.
+
+    Cost: the calls that name one entry by its key (``table_insert``, ``table_modify``,
+    ``table_delete``, ``table_entry``, the direct counter/meter calls, ``member``/``group`` and their
+    writes) must not scan the table: the P4Runtime server's writes and reads of one entry are these calls,
+    and a controller may hold tens of thousands of entries. Listing calls (``table_entries``,
+    ``members``, ``groups``) are for wildcard reads.
 
     Attributes:
         digest_sink: called for each ``digest()`` a packet triggers; None drops digests (they are counted
@@ -243,166 +254,171 @@ class Switch:
     drop_port: int = DROP_PORT
 
     def __init__(self) -> None:
-        # Use Switch.load(); the constructor only sets up the common attributes.
+        # Back ends are made by p4switch.engine.loader.load(); this sets up the common attributes.
         self.digest_sink: DigestSink | None = None
         self.stats: dict[str, int] = {}
         self.lock = threading.Lock()
         self.log = logging.getLogger("p4switch.engine")
 
-    # -------------------------------------------------------------------------------------- loading
-    @classmethod
-    def load(
-        cls,
-        ir_json: bytes | str | ir.Program,
-        *,
-        log: logging.Logger | None = None,
-        clock: Callable[[], float] = time.monotonic,
-        rng: random.Random | None = None,
-    ) -> Switch:
-        """Compile the IR JSON (docs/p4switch-ir.md) into a ready switch. Raises ProgramError.
-
-        The JSON is read once into the typed IR (p4switch.ir); (added:) a ``p4switch.ir.Program``
-        is taken as it is. ``clock`` returns seconds (monotonic) for meters and
-        ingress_global_timestamp; ``rng`` feeds v1model's ``random()`` (tests pass a seeded one)."""
-        from p4switch.engine.switch import load
-
-        return load(ir_json, log=log, clock=clock, rng=rng)
-
     # ----------------------------------------------------------------------------------- data plane
+    @abstractmethod
     def process(self, ingress_port: int, frame: bytes) -> list[tuple[int, bytes]]:
         """Run the whole v1model pipeline for one frame and return every frame that leaves, as
         (egress port, bytes): the unicast/multicast copies and clones, and frames to the CPU port (the
         runtime strips their @controller_header packet_in header). Never raises for any frame: parser
         errors and drops are counted in ``stats``. The CPU port is an ordinary port number here."""
-        raise NotImplementedError
 
     # --------------------------------------------------------------------------------------- tables
+    @abstractmethod
     def table_insert(self, table: str, entry: TableEntry) -> None:
         """Add an entry. Raises UnknownName, EntryExists, InvalidEntry, TableFull."""
-        raise NotImplementedError
 
+    @abstractmethod
     def table_modify(self, table: str, entry: TableEntry) -> None:
         """Replace the action (and, when given, counter data / meter config) of the entry with the same
         key. Raises UnknownName, EntryNotFound, InvalidEntry."""
-        raise NotImplementedError
 
+    @abstractmethod
     def table_delete(self, table: str, entry: TableEntry) -> None:
         """Remove the entry with the same key (match + priority); its action is ignored.
         Raises UnknownName, EntryNotFound."""
-        raise NotImplementedError
 
+    @abstractmethod
+    def table_entry(self, table: str, entry: TableEntry) -> TableEntry:
+        """(added:) The installed entry with the key of ``entry`` (match + priority; its action is
+        ignored), with direct counter/meter state, as ``table_entries()`` shows it. Raises UnknownName,
+        EntryNotFound, InvalidEntry (malformed key)."""
+
+    @abstractmethod
     def table_entries(self, table: str) -> list[TableEntry]:
         """Every entry (const ones included), in insertion order, with direct counter/meter state."""
-        raise NotImplementedError
 
+    @abstractmethod
     def table_set_default(self, table: str, action: ActionCall) -> None:
         """Set the default (miss) action. Raises ConstDefault, UnknownName, InvalidEntry."""
-        raise NotImplementedError
 
+    @abstractmethod
     def table_reset_default(self, table: str) -> None:
         """Restore the default action the program declares."""
-        raise NotImplementedError
 
+    @abstractmethod
     def table_get_default(self, table: str) -> ActionCall:
         """The current default action."""
-        raise NotImplementedError
-
-    def table_clear(self, table: str) -> None:
-        """Remove every non-const entry (convenience for the runtime's pipeline reset)."""
-        raise NotImplementedError
 
     # ---------------------------------------------------------------- action profiles and selectors
+    @abstractmethod
     def member_insert(self, profile: str, member_id: int, action: ActionCall) -> None:
         """Raises UnknownName, EntryExists, InvalidEntry."""
-        raise NotImplementedError
 
+    @abstractmethod
     def member_modify(self, profile: str, member_id: int, action: ActionCall) -> None:
         """Raises UnknownName, EntryNotFound, InvalidEntry."""
-        raise NotImplementedError
 
+    @abstractmethod
     def member_delete(self, profile: str, member_id: int) -> None:
         """Raises UnknownName, EntryNotFound, InvalidEntry (member still used by a group or entry)."""
-        raise NotImplementedError
 
+    @abstractmethod
+    def member(self, profile: str, member_id: int) -> Member:
+        """(added:) One member. Raises UnknownName, EntryNotFound."""
+
+    @abstractmethod
     def members(self, profile: str) -> list[Member]:
-        raise NotImplementedError
+        """Every member of the profile."""
 
+    @abstractmethod
     def group_insert(
         self, profile: str, group_id: int, members: list[tuple[int, int]], max_size: int = 0
     ) -> None:
         """members: (member_id, weight) pairs, weight >= 1. Raises UnknownName, EntryExists,
         InvalidEntry (unknown member, too many members, profile is not a selector)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def group_modify(
         self, profile: str, group_id: int, members: list[tuple[int, int]], max_size: int = 0
     ) -> None:
-        raise NotImplementedError
+        """Replace a group's members. Raises UnknownName, EntryNotFound, InvalidEntry."""
 
+    @abstractmethod
     def group_delete(self, profile: str, group_id: int) -> None:
-        raise NotImplementedError
+        """Raises UnknownName, EntryNotFound, InvalidEntry (group still used by an entry)."""
 
+    @abstractmethod
+    def group(self, profile: str, group_id: int) -> Group:
+        """(added:) One group. Raises UnknownName, EntryNotFound."""
+
+    @abstractmethod
     def groups(self, profile: str) -> list[Group]:
-        raise NotImplementedError
+        """Every group of the selector."""
 
     # ----------------------------------------------------------------- counters, meters, registers
+    @abstractmethod
     def counter_read(self, name: str, index: int) -> tuple[int, int]:
         """(bytes, packets) of one cell of an indirect counter. Raises UnknownName, InvalidEntry
         (index out of range)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def counter_write(self, name: str, index: int, byte_count: int, packet_count: int) -> None:
-        raise NotImplementedError
+        """Set one cell of an indirect counter."""
 
+    @abstractmethod
     def counter_size(self, name: str) -> int:
         """Number of cells (for wildcard reads)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def direct_counter_read(self, table: str, entry: TableEntry) -> tuple[int, int]:
         """(bytes, packets) of the direct counter of the entry with that key. Raises EntryNotFound."""
-        raise NotImplementedError
 
+    @abstractmethod
     def direct_counter_write(self, table: str, entry: TableEntry, byte_count: int, packet_count: int) -> None:
-        raise NotImplementedError
+        """Set the direct counter of the entry with that key. Raises EntryNotFound."""
 
+    @abstractmethod
     def meter_set(self, name: str, index: int, config: MeterConfig | None) -> None:
         """Configure one cell of an indirect meter; None resets it (every packet GREEN)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def meter_get(self, name: str, index: int) -> MeterConfig | None:
-        raise NotImplementedError
+        """The configuration of one cell (None: unconfigured)."""
 
+    @abstractmethod
     def meter_size(self, name: str) -> int:
-        raise NotImplementedError
+        """Number of cells (for wildcard reads)."""
 
+    @abstractmethod
     def direct_meter_set(self, table: str, entry: TableEntry, config: MeterConfig | None) -> None:
-        raise NotImplementedError
+        """Configure the direct meter of the entry with that key. Raises EntryNotFound, InvalidEntry."""
 
+    @abstractmethod
     def direct_meter_get(self, table: str, entry: TableEntry) -> MeterConfig | None:
-        raise NotImplementedError
+        """The direct meter configuration of the entry with that key. Raises EntryNotFound."""
 
+    @abstractmethod
     def register_read(self, name: str, index: int) -> int:
-        raise NotImplementedError
+        """One cell. Raises UnknownName, InvalidEntry (index out of range)."""
 
+    @abstractmethod
     def register_write(self, name: str, index: int, value: int) -> None:
         """Value is truncated to the register's width."""
-        raise NotImplementedError
 
+    @abstractmethod
     def register_size(self, name: str) -> int:
-        raise NotImplementedError
+        """Number of cells (for wildcard reads)."""
 
     # ----------------------------------------------------------------- packet replication engine
+    @abstractmethod
     def mcast_group_set(self, group_id: int, replicas: list[tuple[int, int]]) -> None:
         """Create or replace a multicast group: (egress port, egress_rid) pairs."""
-        raise NotImplementedError
 
+    @abstractmethod
     def mcast_group_delete(self, group_id: int) -> None:
         """Raises EntryNotFound."""
-        raise NotImplementedError
 
+    @abstractmethod
     def mcast_groups(self) -> dict[int, list[tuple[int, int]]]:
-        raise NotImplementedError
+        """Every multicast group and its replicas."""
 
+    @abstractmethod
     def clone_session_set(
         self,
         session_id: int,
@@ -411,11 +427,11 @@ class Switch:
         packet_length_bytes: int = 0,
     ) -> None:
         """Create or replace a clone session; packet_length_bytes > 0 truncates clones."""
-        raise NotImplementedError
 
+    @abstractmethod
     def clone_session_delete(self, session_id: int) -> None:
         """Raises EntryNotFound."""
-        raise NotImplementedError
 
+    @abstractmethod
     def clone_sessions(self) -> list[CloneSession]:
-        raise NotImplementedError
+        """Every clone session."""

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from p4switch.engine import loader
 from p4switch.engine.api import ActionCall, Exact, GroupRef, Lpm, Switch, TableEntry
 
 L2FWD = Path(__file__).resolve().parents[1] / "tests" / "programs" / "l2fwd.json"
@@ -63,7 +64,7 @@ def measure(
 
 
 def l2fwd_switch() -> Switch:
-    switch = Switch.load(L2FWD.read_bytes())
+    switch = loader.load(L2FWD.read_bytes())
     switch.table_insert(
         "L2Ingress.dmac",
         TableEntry(
@@ -84,7 +85,7 @@ def main_p4_switch() -> Switch:
     uplinks for the destination subnet."""
     from p4switch.frontend import compile_file  # the bench is tooling: the engine itself never imports it
 
-    switch = Switch.load(compile_file(MAIN_P4).ir_json())
+    switch = loader.load(compile_file(MAIN_P4).ir_json())
     ing = "IbsecIngress."
     switch.table_insert(
         ing + "port_roles.port_roles_table",

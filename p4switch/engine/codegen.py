@@ -105,7 +105,14 @@ class _Case:
 
 
 class Codegen:
-    """Generates the module source for one IR program."""
+    """Generates the module source for one IR program.
+
+    One class of about a thousand lines, on purpose for now: its sections (type classes, expressions,
+    statements, blocks) recurse into one another (a table apply emits statements, a statement emits
+    expressions, a call inlines an action) over one generation state (the emitter, the temporaries, the
+    source position being generated, the action functions tables bind to), so a split by section only
+    pays once that state is an object of its own. That split is to follow the move of this class onto
+    the typed IR (p4switch/ir.py), which rewrites most of its methods."""
 
     def __init__(self, program: ir.Program) -> None:
         self.program = program

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from p4switch.engine import loader
 from p4switch.engine.api import TRACE, ActionCall, Exact, Lpm, Switch, TableEntry
 from p4switch.engine.bench import main_p4_switch, rocev2_frame
 from p4switch.frontend.cli import compile_file
@@ -54,7 +55,7 @@ def fuzz(switch: Switch, seeds: list[bytes], count: int, ports: tuple[int, ...] 
 
 
 def test_fuzz_router_and_l2fwd_with_random_and_mutated_frames() -> None:
-    router = Switch.load(json.dumps(router_ir()))
+    router = loader.load(json.dumps(router_ir()))
     router.table_insert(
         "Ingress.routes",
         TableEntry({"hdr.ipv4.dst": Lpm(0, 1)}, ActionCall("Ingress.mirror", {"port": 1, "session": 1})),
@@ -67,7 +68,7 @@ def test_fuzz_router_and_l2fwd_with_random_and_mutated_frames() -> None:
     router.mcast_group_set(1, [(2, 1), (3, 2)])
     seeds = [frame("10.0.0.1"), frame("200.1.1.1"), frame()[:34]]
     fuzz(router, seeds, 50_000)
-    l2 = Switch.load((PROGRAMS / "l2fwd.json").read_bytes())
+    l2 = loader.load((PROGRAMS / "l2fwd.json").read_bytes())
     l2.table_insert(
         "L2Ingress.dmac",
         TableEntry({"hdr.ethernet.dst_addr": Exact(2)}, ActionCall("L2Ingress.forward", {"port": 1})),
@@ -78,7 +79,7 @@ def test_fuzz_router_and_l2fwd_with_random_and_mutated_frames() -> None:
 @pytest.mark.parametrize("source", sorted(PROGRAMS.glob("*.p4")), ids=lambda p: p.stem)
 def test_fuzz_every_test_program(source: Path) -> None:
     """The front end's test programs, with their declared defaults only."""
-    switch = Switch.load(compile_file(source).ir_json())
+    switch = loader.load(compile_file(source).ir_json())
     seeds = [frame("10.0.0.1"), rocev2_frame(128), frame()[:30]]
     fuzz(switch, seeds, 10_000)
 

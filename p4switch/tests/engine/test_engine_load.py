@@ -7,7 +7,16 @@ import threading
 
 import pytest
 
-from p4switch.engine.api import ActionCall, Exact, ProgramError, Switch, TableEntry
+from p4switch.engine import loader
+from p4switch.engine.api import (
+    ActionCall,
+    EntryNotFound,
+    Exact,
+    InvalidEntry,
+    ProgramError,
+    TableEntry,
+    UnknownName,
+)
 from p4switch.engine.switch import V1Switch
 from p4switch.tests.engine.irbuild import (
     PROGRAMS,
@@ -31,11 +40,11 @@ SM_VAR = var("standard_metadata", {"k": "struct", "name": "standard_metadata_t"}
 
 def test_not_ir_json_is_refused() -> None:
     with pytest.raises(ProgramError, match="not valid JSON"):
-        Switch.load(b"{nope")
+        loader.load(b"{nope")
     with pytest.raises(ProgramError, match="format"):
-        Switch.load(json.dumps({"format": "bmv2"}))
+        loader.load(json.dumps({"format": "bmv2"}))
     with pytest.raises(ProgramError, match="version 2"):
-        Switch.load(json.dumps({"format": "p4switch-ir", "version": 2}))
+        loader.load(json.dumps({"format": "p4switch-ir", "version": 2}))
 
 
 @pytest.mark.parametrize("fn", ["resubmit", "recirculate"])
@@ -43,7 +52,7 @@ def test_resubmit_and_recirculate_are_refused_with_their_position(fn: str) -> No
     stmt = call(fn, [SM_VAR])
     stmt["src"] = "prog.p4:12:9"
     with pytest.raises(ProgramError, match=f"prog.p4:12:9: {fn} is not supported by p4switch"):
-        Switch.load(json.dumps(program({}, [], START, [stmt])))
+        loader.load(json.dumps(program({}, [], START, [stmt])))
 
 
 def test_custom_crc_hash_is_refused() -> None:
@@ -60,13 +69,13 @@ def test_custom_crc_hash_is_refused() -> None:
         data=[],
     )
     with pytest.raises(ProgramError, match="crc16_custom is not supported by p4switch"):
-        Switch.load(json.dumps(program({}, [], START, [stmt], metadata=[("h", {"k": "bit", "w": 16})])))
+        loader.load(json.dumps(program({}, [], START, [stmt], metadata=[("h", {"k": "bit", "w": 16})])))
 
 
 def test_table_writes_while_packets_flow_never_half_apply() -> None:
     """The runtime writes from gRPC threads while the packet thread runs: the lock keeps every lookup
     consistent (a frame is either forwarded by the entry or dropped by the default, nothing else)."""
-    switch = Switch.load((PROGRAMS / "l2fwd.json").read_bytes())
+    switch = loader.load((PROGRAMS / "l2fwd.json").read_bytes())
     entry = TableEntry({"hdr.ethernet.dst_addr": Exact(2)}, ActionCall("L2Ingress.forward", {"port": 4}))
     frame = bytes.fromhex("0000000000020000000000010800") + bytes(50)
     stop = threading.Event()
@@ -89,8 +98,24 @@ def test_table_writes_while_packets_flow_never_half_apply() -> None:
     assert "internal_error" not in switch.stats
 
 
+def test_one_entry_is_read_by_its_key() -> None:
+    switch = loader.load((PROGRAMS / "l2fwd.json").read_bytes())
+    for mac in range(1, 200):
+        switch.table_insert("L2Ingress.dmac", TableEntry({"hdr.ethernet.dst_addr": Exact(mac)},
+                                                          ActionCall("L2Ingress.forward", {"port": mac % 7})))
+    key = TableEntry({"hdr.ethernet.dst_addr": Exact(100)}, ActionCall("NoAction"))
+    assert switch.table_entry("L2Ingress.dmac", key).action == ActionCall("L2Ingress.forward", {"port": 2})
+    switch.table_delete("L2Ingress.dmac", key)
+    with pytest.raises(EntryNotFound):
+        switch.table_entry("L2Ingress.dmac", key)
+    with pytest.raises(InvalidEntry, match="mandatory"):
+        switch.table_entry("L2Ingress.dmac", TableEntry({}, ActionCall("NoAction")))
+    with pytest.raises(UnknownName):
+        switch.table_entry("L2Ingress.nope", key)
+
+
 def test_generated_source_is_kept_for_debugging() -> None:
-    switch = Switch.load(json.dumps(router_ir()))
+    switch = loader.load(json.dumps(router_ir()))
     assert isinstance(switch, V1Switch) and "def PARSER_Parser" in switch.source
 
 
@@ -107,7 +132,7 @@ def test_p4_names_that_clash_with_python_or_generated_code_round_trip() -> None:
             assign(sm("egress_spec", 9), const(3, {"k": "bit", "w": 9})),
         ],
     )
-    switch = Switch.load(json.dumps(ir))
+    switch = loader.load(json.dumps(ir))
     assert switch.process(0, bytes([1, 2, 3, 4, 5, 6, 7, 8])) == [(3, bytes([1, 0x42, 3, 4, 5, 6, 7, 8]))]
 
 
@@ -125,5 +150,5 @@ def test_a_header_made_valid_in_ingress_starts_zeroed_and_invalid_ones_are_not_e
         [state("start", [extract("a", "a_t")], goto("accept"))],
         ingress,
     )
-    switch = Switch.load(json.dumps(ir))
+    switch = loader.load(json.dumps(ir))
     assert switch.process(0, bytes([9, 9, 5])) == [(1, bytes([0, 7, 5]))]

@@ -11,6 +11,7 @@ import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
+from p4switch.engine import loader
 from p4switch.engine.api import (
     TRACE,
     ActionCall,
@@ -40,7 +41,7 @@ def clock() -> FakeClock:
 
 @pytest.fixture
 def router(clock: FakeClock) -> Switch:
-    sw = Switch.load(json.dumps(router_ir()), clock=clock)
+    sw = loader.load(json.dumps(router_ir()), clock=clock)
     sw.table_insert(
         ROUTES, TableEntry({"hdr.ipv4.dst": Lpm(0x0A000000, 8)}, ActionCall("Ingress.set_port", {"port": 2}))
     )

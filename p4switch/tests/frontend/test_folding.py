@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from p4switch.engine.api import Switch
+from p4switch.engine import loader
 from p4switch.frontend.cli import Compiled
 
 VALUES = {"a": 200, "b": 77, "c": -100, "d": 3}  # a, b: bit<8>; c, d: int<8>
@@ -92,7 +92,7 @@ def test_folded_and_runtime_arithmetic_agree(compile_text: Callable[..., Compile
     folded_rhs = [s["rhs"] for s in ingress["body"][2::2]]
     assert all(r["op"] == "const" for r in folded_rhs)  # the front end folded every constant expression
     packet = bytes([VALUES["a"], VALUES["b"], VALUES["c"] & 0xFF, VALUES["d"] & 0xFF])
-    ((_, out),) = Switch.load(prog.ir_json().encode()).process(0, packet)
+    ((_, out),) = loader.load(prog.ir_json().encode()).process(0, packet)
     results = out[4:]
     mismatches = [
         (expr[1], results[2 * i], results[2 * i + 1])

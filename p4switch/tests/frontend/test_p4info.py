@@ -8,7 +8,8 @@ from typing import Any
 from finsy.proto import p4i
 from google.protobuf import text_format
 
-from p4switch.engine.api import ActionCall, Switch
+from p4switch.engine import loader
+from p4switch.engine.api import ActionCall
 from p4switch.frontend.cli import Compiled, compile_file
 from p4switch.frontend.p4info import aliases, name_hash
 from p4switch.tests.frontend.conftest import PROGRAMS, TEMPLATE
@@ -305,6 +306,6 @@ def test_objects_names_and_annotations_as_p4c(compile_text: Callable[..., Compil
     )
     assert list(by_name(info.actions)["NoAction"].preamble.annotations) == ['@noWarn("unused")']
     assert info.HasField("type_info")
-    switch = Switch.load(prog.ir_json())  # the engine takes the action data by P4Info's name
+    switch = loader.load(prog.ir_json())  # the engine takes the action data by P4Info's name
     switch.table_set_default("I.t", ActionCall("I.a", {"value": 9}))
     assert switch.process(0, bytes(12) + b"\x08\x00")[0][1][6:12] == bytes(5) + b"\x09"

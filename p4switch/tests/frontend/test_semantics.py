@@ -6,6 +6,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 
+from p4switch.engine import loader
 from p4switch.engine.api import ActionCall, Exact, Switch, TableEntry
 from p4switch.frontend.cli import Compiled, compile_file
 from p4switch.frontend.errors import P4Error
@@ -15,7 +16,7 @@ ETH = bytes.fromhex("020000000002020000000001")
 
 
 def load(prog: Compiled) -> Switch:
-    return Switch.load(prog.ir_json().encode())
+    return loader.load(prog.ir_json().encode())
 
 
 def test_source_routing_pops_one_hop_per_switch() -> None:
