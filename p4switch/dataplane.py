@@ -18,11 +18,12 @@ import select
 import socket
 import struct
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import BinaryIO
+
+from scapy.data import DLT_EN10MB
+from scapy.utils import RawPcapWriter
 
 from p4switch.runtime.device import Device
 
@@ -59,22 +60,21 @@ BURST = 64
 
 
 class PcapFile:
-    """A minimal pcap writer (Ethernet link type), flushed per frame so a killed switch leaves a
-    readable capture."""
+    """One port's capture (pcap, Ethernet link type), written by scapy's RawPcapWriter: the file header at
+    once and every record flushed, so a killed switch leaves a readable capture. Not thread-safe: the
+    callers serialize the writes to one file (a port's ``tx_lock``, the file ports' lock)."""
 
     def __init__(self, path: str) -> None:
-        self._file: BinaryIO = open(path, "wb")  # noqa: SIM115 - closed in close()
-        self._file.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, MAX_FRAME, 1))
+        self._writer = RawPcapWriter(path, linktype=DLT_EN10MB, endianness="<", snaplen=MAX_FRAME)
+        self._writer.write_header(None)
+        self._writer.flush()
 
     def write(self, frame: bytes | memoryview) -> None:
-        now = time.time()
-        sec = int(now)
-        self._file.write(struct.pack("<IIII", sec, int((now - sec) * 1e6), len(frame), len(frame)))
-        self._file.write(frame)
-        self._file.flush()
+        self._writer.write_packet(bytes(frame))
+        self._writer.flush()
 
     def close(self) -> None:
-        self._file.close()
+        self._writer.close()
 
 
 @dataclass
@@ -91,6 +91,9 @@ class Port:
     errors: Counter[str] = field(default_factory=Counter)
     pcap_in: PcapFile | None = None
     pcap_out: PcapFile | None = None
+    tx_lock: threading.Lock = field(default_factory=threading.Lock)
+    """the receive loop and gRPC threads (PacketOut) send on a port at once: its transmit counters and
+    ``pcap_out`` records are updated under this lock, one frame at a time"""
     ring: RxRing | None = None
     """the mapped receive ring (None: frames are read with recvmsg, e.g. where rings are refused)"""
 
@@ -225,23 +228,25 @@ class Dataplane:
             log.info("port %d on %s, receiving through a %s", port.number, port.iface, how)
 
     def transmit(self, number: int, frame: bytes) -> None:
-        """Send one frame out of port ``number`` (from the receive loop and, for PacketOut, gRPC threads:
-        a packet socket send is atomic, so no lock)."""
+        """Send one frame out of port ``number``. Called by the receive loop and, for PacketOut, by gRPC
+        threads at the same time: the send, the counters and the pcap record of one frame go together
+        under the port's lock, so records never interleave and the capture keeps the order of the wire."""
         port = self.ports.get(number)
         if port is None:
             self.stats["tx_no_such_port"] += 1
             self.log.debug("frame to port %d dropped: no interface bound to it", number)
             return
-        try:
-            port.sock.send(frame)
-        except OSError as err:
-            port.errors["tx_errors"] += 1
-            self.log.debug("send on %s failed: %s", port.iface, err)
-            return
-        port.tx += 1
-        port.tx_bytes += len(frame)
-        if port.pcap_out:
-            port.pcap_out.write(frame)
+        with port.tx_lock:
+            try:
+                port.sock.send(frame)
+            except OSError as err:
+                port.errors["tx_errors"] += 1
+                self.log.debug("send on %s failed: %s", port.iface, err)
+                return
+            port.tx += 1
+            port.tx_bytes += len(frame)
+            if port.pcap_out:
+                port.pcap_out.write(frame)
         if self.dump_bytes:
             dump_packet(self.log, "Sending", number, frame, self.dump_bytes)
 

@@ -4,6 +4,7 @@ refusing rings get: frames forwarded between veths, 802.1Q tags kept, pcap files
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ import pytest
 
 from p4switch.dataplane import Dataplane, open_port
 from p4switch.engine import api as engine
+from p4switch.pcapfiles import read_pcap
 from p4switch.runtime.device import Device
 from p4switch.tests.runtime import harness
 from p4switch.tests.runtime.test_p4runtime_l2 import frame_to
@@ -67,3 +69,38 @@ def test_frames_cross_with_their_vlan_tags_and_are_counted(running: tuple[Datapl
     assert (port1.rx, port2.tx, port2.rx, port1.tx) == (51, 51, 1, 1)
     assert port2.tx_bytes == 50 * len(frame_to(HOST_B)) + len(tagged)
     assert tagged in (tmp_path / f"{port1.iface}_in.pcap").read_bytes()
+
+
+def test_packet_out_threads_and_the_receive_loop_share_a_port_without_tearing_its_pcap(
+        running: tuple[Dataplane, list[harness.RawPort]], tmp_path: Path) -> None:
+    """PacketOut frames are sent from gRPC threads while the receive loop forwards on the same port: every
+    frame still leaves whole, is counted once and is one intact record of the port's out capture."""
+    dataplane, hosts = running
+    forwarded = [frame_to(HOST_B, b"fwd %d" % i) for i in range(200)]
+    injected = [[frame_to(HOST_B, b"out %d %d " % (t, i) + bytes(i % 50)) for i in range(200)]
+                for t in range(4)]
+    switching = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # hand the GIL over between any two bytecodes: interleavings happen
+    try:
+        def packet_out(frames: list[bytes]) -> None:
+            for frame in frames:
+                dataplane.transmit(2, frame)
+
+        threads = [threading.Thread(target=packet_out, args=(frames,)) for frames in injected]
+        for thread in threads:
+            thread.start()
+        for frame in forwarded:
+            hosts[0].send(frame)
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(switching)
+    expected = forwarded + [f for frames in injected for f in frames]
+    port2 = dataplane.ports[2]
+    deadline = time.monotonic() + 5
+    while port2.tx < len(expected) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert port2.tx == len(expected) and port2.tx_bytes == sum(map(len, expected))
+    with open(tmp_path / f"{port2.iface}_out.pcap", "rb") as capture:
+        records = [frame for _, frame in read_pcap(capture, "out")]
+    assert sorted(records) == sorted(expected)
