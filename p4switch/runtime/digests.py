@@ -1,21 +1,24 @@
-"""DigestList generation as the P4Runtime specification's DigestEntry section describes: per digest a
-buffer of distinct messages sent when it holds ``max_list_size`` of them or its oldest is
-``max_timeout_ns`` old, and a cache of sent-but-unacknowledged messages (dropped on DigestListAck or after
-``ack_timeout_ns``) so the same learned data is not sent again while the controller handles it."""
+"""Digests (P4Runtime DigestEntry and the DigestList stream messages), as the specification's DigestEntry
+section describes: per digest a buffer of distinct messages sent when it holds ``max_list_size`` of them
+or its oldest is ``max_timeout_ns`` old, and a cache of sent-but-unacknowledged messages (dropped on
+DigestListAck or after ``ack_timeout_ns``) so the same learned data is not sent again while the
+controller handles it. ``DigestEntries`` is the entity handler that configures them."""
 
 from __future__ import annotations
 
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from finsy.proto import p4d, p4r
 
+from p4switch.engine import api as engine
 from p4switch.runtime.codec import encode_uint
+from p4switch.runtime.entity import EntityHandler, Pipeline, Update
 from p4switch.runtime.errors import already_exists, invalid, not_found
-from p4switch.runtime.p4info import Digest
+from p4switch.runtime.p4info import Digest, P4InfoIndex
 
 Values = tuple[int, ...]
 
@@ -151,6 +154,38 @@ class DigestEngine:
         self._stopped = True
         self._wake.set()
         self._thread.join(timeout=2)
+
+
+class DigestEntries(EntityHandler):
+    """DigestEntry writes and reads: the configuration of each digest of the program."""
+
+    kind = "digest_entry"
+
+    def __init__(self, digests: DigestEngine) -> None:
+        self.digests = digests
+
+    def reset(self) -> None:
+        self.digests.reset()
+
+    def write(self, pipe: Pipeline, update_type: int, msg: p4r.DigestEntry) -> None:
+        info = pipe.index.digest(msg.digest_id)
+        if update_type != Update.DELETE and not msg.HasField("config"):
+            raise invalid(f"digest {info.name}: config is required")
+        self.digests.write(update_type, info, msg.config)
+
+    def read(self, pipe: Pipeline, msg: p4r.DigestEntry) -> Iterator[p4r.Entity]:
+        if msg.digest_id:
+            pipe.index.digest(msg.digest_id)
+        for entry in self.digests.read(msg.digest_id):
+            yield p4r.Entity(digest_entry=entry)
+
+    def sink(self, index: P4InfoIndex) -> engine.DigestSink:
+        """Where the engine hands the digests of the program whose P4Info is ``index``."""
+        def sink(name: str, fields: list[tuple[str, int]]) -> None:
+            digest_id = index.digest_ids.get(name)
+            if digest_id is not None:
+                self.digests.push(index.digests[digest_id], tuple(v for _, v in fields))
+        return sink
 
 
 def _p4data(info: Digest, values: Values) -> p4d.P4Data:

@@ -1,12 +1,14 @@
 """One-shot action selector programming (P4Runtime spec, "One Shot Action Selector Programming"; servers
 must support it): a table entry given with an ActionProfileActionSet gets a hidden group of hidden members
 in the engine. Their ids start at HIDDEN_BASE, above what controllers use, and reads of members and groups
-do not show them; reads of the entry give the action set back as written."""
+do not show them; reads of the entry give the action set back as written (the table entry handler keeps
+each entry's hidden group with the entry, see table_entries.py)."""
 
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 
 from finsy.proto import p4r
 
@@ -26,22 +28,25 @@ def is_hidden(ident: int) -> bool:
 class HiddenGroup:
     profile: str
     group_id: int
-    member_ids: list[int]
     action_set: p4r.ActionProfileActionSet
+    member_ids: list[int] = field(default_factory=list)
+    installed: bool = False
+    """the group itself is in the engine (its members go in first)"""
 
 
 class OneShots:
-    """The hidden groups of the one-shot entries of one pipeline, by entry key."""
+    """The hidden groups of one pipeline: made for an action set, released when their entry goes."""
 
     def __init__(self) -> None:
-        self._by_entry: dict[codec.EntryKey, HiddenGroup] = {}
         self._ids = itertools.count(HIDDEN_BASE)
+        self._live: Counter[str] = Counter()
+        """hidden groups in use per profile: such a profile takes no members or groups from the client"""
 
     def clear(self) -> None:
-        self._by_entry.clear()
+        self._live.clear()
 
     def uses(self, profile: str) -> bool:
-        return any(h.profile == profile for h in self._by_entry.values())
+        return self._live[profile] > 0
 
     def create(self, switch: engine.Switch, index: P4InfoIndex, table: Table, profile: Profile,
                action_set: p4r.ActionProfileActionSet) -> HiddenGroup:
@@ -53,7 +58,7 @@ class OneShots:
             if item.weight < 1:
                 raise invalid(f"table {table.name}: action set weights must be >= 1")
             actions.append((codec.decode_action(index, table, item.action), item.weight))
-        hidden = HiddenGroup(profile.name, next(self._ids), [], p4r.ActionProfileActionSet())
+        hidden = HiddenGroup(profile.name, next(self._ids), p4r.ActionProfileActionSet())
         hidden.action_set.CopyFrom(action_set)
         try:
             for action, _ in actions:
@@ -62,32 +67,23 @@ class OneShots:
                 hidden.member_ids.append(member_id)
             members = list(zip(hidden.member_ids, [w for _, w in actions], strict=True))
             switch.group_insert(profile.name, hidden.group_id, members, len(actions))
+            hidden.installed = True
         except engine.EngineError:
-            self.release(switch, hidden)
+            self._remove(switch, hidden)
             raise
+        self._live[profile.name] += 1
         return hidden
 
-    def bind(self, key: codec.EntryKey, hidden: HiddenGroup, switch: engine.Switch) -> None:
-        """``hidden`` now belongs to the entry ``key``; the group it had before goes."""
-        old = self._by_entry.pop(key, None)
-        self._by_entry[key] = hidden
-        if old is not None:
-            self.release(switch, old)
-
-    def drop(self, key: codec.EntryKey, switch: engine.Switch) -> None:
-        """The entry ``key`` was deleted (or now points elsewhere): its hidden group goes."""
-        old = self._by_entry.pop(key, None)
-        if old is not None:
-            self.release(switch, old)
-
-    def action_set(self, key: codec.EntryKey) -> p4r.ActionProfileActionSet | None:
-        hidden = self._by_entry.get(key)
-        return hidden.action_set if hidden else None
+    def release(self, switch: engine.Switch, hidden: HiddenGroup) -> None:
+        """The group's entry is gone (or points elsewhere, or was never written): the group goes."""
+        self._remove(switch, hidden)
+        self._live[hidden.profile] -= 1
 
     @staticmethod
-    def release(switch: engine.Switch, hidden: HiddenGroup) -> None:
-        groups = {g.group_id for g in switch.groups(hidden.profile)}
-        if hidden.group_id in groups:
+    def _remove(switch: engine.Switch, hidden: HiddenGroup) -> None:
+        if hidden.installed:
             switch.group_delete(hidden.profile, hidden.group_id)
+            hidden.installed = False
         for member_id in hidden.member_ids:
             switch.member_delete(hidden.profile, member_id)
+        hidden.member_ids.clear()

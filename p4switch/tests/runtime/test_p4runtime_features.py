@@ -11,7 +11,7 @@ import grpc
 import pytest
 from finsy.proto import U128, p4d, p4r
 
-from p4switch.engine.api import ActionCall, Exact, GroupRef, Lpm, MemberRef, Optional_, Range, Ternary
+from p4switch.engine.api import ActionCall, Exact, GroupRef, Lpm, Match, MemberRef, Optional_, Range, Ternary
 from p4switch.tests.runtime import harness
 from p4switch.tests.runtime.harness import Builder, error_details, update
 
@@ -105,6 +105,69 @@ class TestMatchKinds:
         assert cell.register_entry.data.bitstring == b"\x07"
 
 
+class TestOneEntryByKey:
+    """A write or read that names one entry among many finds that entry by its key and touches no other."""
+
+    def test_read_counter_modify_and_delete_of_one_entry_among_many(
+            self, switch: harness.InProcessSwitch, client: harness.StreamClient, b: Builder) -> None:
+        client.write(*(update(INSERT, table_entry=dmac_to(b, MAC_A + i, 1 + i % 8)) for i in range(300)))
+        key = b.table_entry(ING + "dmac", {"hdr.ethernet.dst_addr": Exact(MAC_A + 123)})
+        [read] = client.read(p4r.Entity(table_entry=key))
+        assert read.table_entry == dmac_to(b, MAC_A + 123, 4)
+        counted = b.table_entry(ING + "dmac", {"hdr.ethernet.dst_addr": Exact(MAC_A + 123)})
+        counted.counter_data.byte_count, counted.counter_data.packet_count = 6400, 100
+        client.write(update(MODIFY, table_entry=counted))  # no action given: the entry keeps its own
+        frame = eth(MAC_A + 123)
+        switch.inject(1, frame)
+        assert switch.expect_sent()[0] == 4
+        with_counter = b.table_entry(ING + "dmac", {"hdr.ethernet.dst_addr": Exact(MAC_A + 123)})
+        with_counter.counter_data.SetInParent()
+        [read] = client.read(p4r.Entity(table_entry=with_counter))
+        assert read.table_entry.action == dmac_to(b, MAC_A + 123, 4).action
+        assert (read.table_entry.counter_data.packet_count, read.table_entry.counter_data.byte_count) == \
+            (101, 6400 + len(frame))
+        client.write(update(DELETE, table_entry=key))
+        assert client.read(p4r.Entity(table_entry=key)) == []
+        everything = client.read(p4r.Entity(table_entry=p4r.TableEntry(table_id=key.table_id)))
+        assert len(everything) == 299 and read.table_entry not in [e.table_entry for e in everything]
+
+    def test_priority_is_part_of_the_key(self, client: harness.StreamClient, b: Builder) -> None:
+        match: dict[str, Match] = {"hdr.ethernet.ether_type": Ternary(0x8800, 0xFF00)}
+        entries = [b.table_entry(ING + "acl", match, ActionCall(ING + "drop" if p % 2 else "NoAction"),
+                                 priority=p) for p in range(1, 41)]
+        client.write(*(update(INSERT, table_entry=e) for e in entries))
+        [read] = client.read(p4r.Entity(table_entry=b.table_entry(ING + "acl", match, priority=20)))
+        assert read.table_entry == entries[19]
+        assert client.read(p4r.Entity(table_entry=b.table_entry(ING + "acl", match, priority=41))) == []
+        client.write(update(DELETE, table_entry=b.table_entry(ING + "acl", match, priority=20)))
+        left = client.read(p4r.Entity(table_entry=p4r.TableEntry(table_id=entries[0].table_id)))
+        assert sorted((e.table_entry for e in left), key=lambda e: e.priority) == entries[:19] + entries[20:]
+
+    def test_members_and_groups_read_by_id(self, client: harness.StreamClient, b: Builder) -> None:
+        profile = b.id("action_profiles", ING + "ecmp_selector")
+        members = [p4r.ActionProfileMember(action_profile_id=profile, member_id=i,
+                                           action=b.action(ING + "forward", port=i)) for i in range(1, 21)]
+        client.write(*(update(INSERT, action_profile_member=m) for m in members))
+        group = p4r.ActionProfileGroup(action_profile_id=profile, group_id=5, max_size=4)
+        group.members.add(member_id=7, weight=2)
+        client.write(update(INSERT, action_profile_group=group))
+        [read] = client.read(p4r.Entity(action_profile_member=p4r.ActionProfileMember(
+            action_profile_id=profile, member_id=7)))
+        assert read.action_profile_member == members[6]
+        [read] = client.read(p4r.Entity(action_profile_group=p4r.ActionProfileGroup(
+            action_profile_id=profile, group_id=5)))
+        assert read.action_profile_group == group
+        assert client.read(p4r.Entity(action_profile_member=p4r.ActionProfileMember(
+            action_profile_id=profile, member_id=99))) == []
+        assert client.read(p4r.Entity(action_profile_group=p4r.ActionProfileGroup(
+            action_profile_id=profile, group_id=6))) == []
+        in_use = p4r.ActionProfileMember(action_profile_id=profile, member_id=7)
+        assert failed_codes(client, update(DELETE, action_profile_member=in_use)) == [INVALID]
+        client.write(update(DELETE, action_profile_group=group), update(DELETE, action_profile_member=in_use))
+        assert len(client.read(p4r.Entity(action_profile_member=p4r.ActionProfileMember(
+            action_profile_id=profile)))) == 19
+
+
 class TestConstTables:
     def test_const_entries_are_read_but_not_written(self, client: harness.StreamClient, b: Builder) -> None:
         table = b.table(ING + "fixed")
@@ -183,14 +246,18 @@ class TestActionProfiles:
         client.write(update(MODIFY, table_entry=replaced))
         switch.inject(1, ipv4_udp("10.99.99.99", src="10.0.0.7"))
         assert switch.expect_sent()[0] == 4
+        engine_switch = switch.device.switch
+        assert engine_switch is not None  # the replaced action set's hidden group and members are gone
+        assert len(engine_switch.groups(ING + "ecmp_selector")) == 1
+        assert len(engine_switch.members(ING + "ecmp_selector")) == 1
         member = p4r.ActionProfileMember(action_profile_id=profile, member_id=1,
                                          action=b.action(ING + "forward", port=2))
         assert failed_codes(client, update(INSERT, table_entry=entry),
                             update(INSERT, action_profile_member=member)) == [ALREADY_EXISTS, INVALID]
         client.write(update(DELETE, table_entry=replaced))
         client.write(update(INSERT, action_profile_member=member))  # no action sets left: members again
-        engine_switch = switch.device.switch
-        assert engine_switch is not None and len(engine_switch.members(ING + "ecmp_selector")) == 1
+        assert engine_switch.groups(ING + "ecmp_selector") == []
+        assert len(engine_switch.members(ING + "ecmp_selector")) == 1
 
 
 class TestCountersMetersRegisters:
