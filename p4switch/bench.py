@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ipaddress
 import os
 import shutil
 import signal
@@ -26,7 +27,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from finsy.proto import p4r
-from ibsec.addressing import make_gid
 from scapy.contrib.roce import BTH
 from scapy.layers.inet import UDP
 from scapy.layers.inet6 import IPv6
@@ -190,13 +190,21 @@ def l2fwd_setup(program: harness.Program) -> Callable[[harness.StreamClient], No
 
 MAIN = "IbsecIngress."
 SUBNET, SRC_GUID, DST_GUID = 0x0001, 0x10, 0x20
+SITE_LOCAL = 0xFEC0 << 112
+"""fec0::/10 with the 38 marking-field bits zero (docs/DESIGN.md section 2)"""
+
+
+def site_local_gid(subnet: int, guid: int) -> str:
+    """A host's GID as docs/DESIGN.md section 2 lays it out: prefix, zero MF, 16-bit subnet, 64-bit GUID
+    (written here, not imported from the wire library: the P4 target depends on nothing of the project)."""
+    return str(ipaddress.IPv6Address(SITE_LOCAL | subnet << 64 | guid))
 ROUTES = 200
 """routes_table entries besides the benchmark's own (a fabric of a few hundred hosts)"""
 
 
 def roce_frame(size: int) -> bytes:
     """A RoCEv2 RC SEND between two hosts of the fabric (site-local GIDs), padded to ``size`` bytes."""
-    src, dst = (make_gid(SUBNET, guid, site_local=True) for guid in (SRC_GUID, DST_GUID))
+    src, dst = (site_local_gid(SUBNET, guid) for guid in (SRC_GUID, DST_GUID))
     packet = (Ether(src=SRC_MAC, dst=DST_MAC) / IPv6(src=src, dst=dst, hlim=64)
               / UDP(sport=0xC000, dport=4791) / BTH(opcode=4, pkey=0xFFFF, dqpn=0x12, psn=1, ackreq=1))
     return bytes(packet / Raw(bytes(size - len(packet) - 4)))  # payload and ICRC fill the frame
