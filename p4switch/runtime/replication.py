@@ -33,9 +33,7 @@ class Replication(EntityHandler):
 
     def _write_group(self, pipe: Pipeline, update_type: int, group: p4r.MulticastGroupEntry) -> None:
         gid = group.multicast_group_id
-        if gid == 0:
-            raise invalid("multicast_group_id 0 is reserved for wildcard reads")
-        check_existence(update_type, gid in self._groups, f"multicast group {gid}")
+        _check_id(update_type, gid, gid in self._groups, "multicast group", "multicast_group_id")
         if update_type == Update.DELETE:
             pipe.switch.mcast_group_delete(gid)
             del self._groups[gid]
@@ -45,9 +43,7 @@ class Replication(EntityHandler):
 
     def _write_session(self, pipe: Pipeline, update_type: int, session: p4r.CloneSessionEntry) -> None:
         sid = session.session_id
-        if sid == 0:
-            raise invalid("session_id 0 is reserved for wildcard reads")
-        check_existence(update_type, sid in self._sessions, f"clone session {sid}")
+        _check_id(update_type, sid, sid in self._sessions, "clone session", "session_id")
         if update_type == Update.DELETE:
             pipe.switch.clone_session_delete(sid)
             self._sessions.discard(sid)
@@ -79,6 +75,13 @@ class Replication(EntityHandler):
                     group.replicas.add(port=codec.encode_uint(port), instance=rid)
                 yield p4r.Entity(packet_replication_engine_entry=p4r.PacketReplicationEngineEntry(
                     multicast_group_entry=group))
+
+
+def _check_id(update_type: int, ident: int, exists: bool, what: str, field: str) -> None:
+    """A group or session id a write may use (0 is the wildcard of reads), existing unless inserted."""
+    if ident == 0:
+        raise invalid(f"{field} 0 is reserved for wildcard reads")
+    check_existence(update_type, exists, f"{what} {ident}")
 
 
 def _replicas(replicas: Iterable[p4r.Replica]) -> list[tuple[int, int]]:
