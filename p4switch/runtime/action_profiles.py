@@ -9,7 +9,7 @@ costs one lookup, not a listing of every member."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
 
 from finsy.proto import p4r
@@ -50,18 +50,16 @@ class ActionProfiles:
 
     def check_reference(self, pipe: Pipeline, table: Table, action: object) -> None:
         """NOT_FOUND (as the spec asks) for an entry pointing at a member or group not inserted yet."""
-        if not isinstance(action, engine.MemberRef | engine.GroupRef):
+        lookup: Callable[[str, int], object]
+        if isinstance(action, engine.MemberRef):
+            kind, ident, lookup = "member", action.member_id, pipe.switch.member
+        elif isinstance(action, engine.GroupRef):
+            kind, ident, lookup = "group", action.group_id, pipe.switch.group
+        else:
             return
         profile = pipe.index.profile(table.implementation_id).name
-        try:
-            if isinstance(action, engine.MemberRef):
-                pipe.switch.member(profile, action.member_id)
-            else:
-                pipe.switch.group(profile, action.group_id)
-        except engine.EntryNotFound:
-            what = f"member {action.member_id}" if isinstance(action, engine.MemberRef) else \
-                f"group {action.group_id}"
-            raise not_found(f"{what} of {profile} does not exist") from None
+        if not found(partial(lookup, profile, ident)):
+            raise not_found(f"{kind} {ident} of {profile} does not exist")
 
     def oneshot(self, pipe: Pipeline, table: Table, action_set: p4r.ActionProfileActionSet) -> HiddenGroup:
         """A hidden group for a table entry given with an action set."""
