@@ -38,14 +38,15 @@ Update = p4r.Update
 
 @dataclass
 class Step:
-    """One operation at one table size: how many ran and how long they took."""
+    """One operation at one table size: how many ran, the wall-clock time they took and the CPU time
+    this process (client and server) spent on them, which the rest of a busy machine hardly changes."""
 
     count: int = 0
     seconds: float = 0.0
+    cpu: float = 0.0
 
-    @property
-    def micros(self) -> float:
-        return self.seconds / self.count * 1e6 if self.count else float("nan")
+    def micros(self, cpu: bool = False) -> float:
+        return (self.cpu if cpu else self.seconds) / self.count * 1e6 if self.count else float("nan")
 
 
 @dataclass
@@ -117,9 +118,10 @@ class Runner:
         for call in calls:
             if time.monotonic() > self.deadline:
                 return False
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), time.process_time()
             call()
             step.seconds += time.perf_counter() - start
+            step.cpu += time.process_time() - cpu_start
             step.count += 1
         return True
 
@@ -162,9 +164,9 @@ def bench_table(runner: Runner, spec: TableBench, sizes: list[int], ops: int
         for label, make in plan:
             if not runner.timed(row[label], (make(i) for i in chosen)):
                 return steps
-        print(f"  {spec.name}: {size} entries: insert {row['insert'].micros:.0f} us, modify "
-              f"{row['modify'].micros:.0f} us, read {row['read'].micros:.0f} us, delete "
-              f"{row['delete'].micros:.0f} us", flush=True)
+        print(f"  {spec.name}: {size} entries: insert {row['insert'].micros():.0f} us, modify "
+              f"{row['modify'].micros():.0f} us, read {row['read'].micros():.0f} us, delete "
+              f"{row['delete'].micros():.0f} us", flush=True)
     return steps
 
 
@@ -178,17 +180,18 @@ def _extra_write(runner: Runner, spec: TableBench, fill: Callable[[p4r.TableEntr
 
 
 def report(results: dict[str, dict[str, dict[int, Step]]], sizes: list[int]) -> None:
-    print("\nsummary: microseconds per operation, one entry per Write or Read RPC, by table size "
-          "(in-process server and client)")
-    head = "".join(f"{f'{n} entries':>15s}" for n in sizes)
-    print(f"  {'table':10s}{'operation':16s}{head}{'largest/smallest':>19s}")
-    for name, steps in results.items():
-        for label, by_size in steps.items():
-            cells = [by_size.get(n, Step()) for n in sizes]
-            text = "".join(f"{c.micros:15,.0f}" if c.count else f"{'-':>15s}" for c in cells)
-            first, last = cells[0], cells[-1]
-            ratio = f"{last.micros / first.micros:19.1f}" if first.count and last.count else f"{'-':>19s}"
-            print(f"  {name:10s}{label:16s}{text}{ratio}")
+    for cpu, what in ((False, "wall-clock"), (True, "CPU time of the server and the client (this process)")):
+        print(f"\nsummary: microseconds of {what} per operation, one entry per Write or Read RPC, by table "
+              "size")
+        head = "".join(f"{f'{n} entries':>15s}" for n in sizes)
+        print(f"  {'table':10s}{'operation':16s}{head}{'largest/smallest':>19s}")
+        for name, steps in results.items():
+            for label, by_size in steps.items():
+                cells = [by_size.get(n, Step()) for n in sizes]
+                text = "".join(f"{c.micros(cpu):15,.0f}" if c.count else f"{'-':>15s}" for c in cells)
+                first, last = cells[0].micros(cpu), cells[-1].micros(cpu)
+                ratio = f"{last / first:19.1f}" if cells[0].count and cells[-1].count else f"{'-':>19s}"
+                print(f"  {name:10s}{label:16s}{text}{ratio}")
 
 
 def main(argv: list[str] | None = None) -> int:
