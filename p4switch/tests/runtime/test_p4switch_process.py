@@ -137,6 +137,7 @@ def test_a_second_switch_on_the_same_grpc_port_fails(tmp_path: Path) -> None:
     with harness.switch_process(["--no-p4"], tmp_path / "first.log") as first:
         second = subprocess.run(
             [str(harness.VENV_BIN / "p4switch"), "--no-p4", "--grpc-server-addr", first.address,
-             "--log-file", str(tmp_path / "second.log")], capture_output=True, text=True, timeout=30)
+             "--log-file", str(tmp_path / "second.log")], capture_output=True, text=True,
+            timeout=180)  # bounds a hang: its imports alone took over 30 s on a loaded machine
         assert second.returncode != 0 and "cannot listen" in second.stderr
         assert first.proc.poll() is None
