@@ -66,11 +66,6 @@ control IbsecIngress(inout headers_t hdr,
     RoutingControl() routing;
     MarkingControl() marking;
 
-    action count_parser_error(bit<32> index) {
-        parser_errors.count(index);
-        meta.drop_reason = DROP_PARSER_ERROR;
-    }
-
     apply {
         meta.drop_reason = DROP_NONE;
         meta.punt = false;
@@ -79,10 +74,10 @@ control IbsecIngress(inout headers_t hdr,
         meta.markable = hdr.bth.isValid()
             && (meta.dst_prefix == GID_PREFIX_LINK_LOCAL || meta.dst_prefix == GID_PREFIX_SITE_LOCAL);
 
-        if (standard_metadata.parser_error == error.PacketTooShort) {
-            count_parser_error(PARSER_ERROR_PACKET_TOO_SHORT);
-        } else if (standard_metadata.parser_error != error.NoError) {
-            count_parser_error(PARSER_ERROR_OTHER);
+        if (standard_metadata.parser_error != error.NoError) {
+            parser_errors.count(standard_metadata.parser_error == error.PacketTooShort
+                                ? PARSER_ERROR_PACKET_TOO_SHORT : PARSER_ERROR_OTHER);
+            meta.drop_reason = DROP_PARSER_ERROR;
         } else if (hdr.packet_out.isValid()) {
             sm_packet_out.apply(hdr, meta, standard_metadata);
         } else {
