@@ -1,4 +1,5 @@
-"""Experiments 1, 3 and 4a on the Mininet fabric (``topologies.run.FabricRun``) with the default target.
+"""Experiments 1, 3 and 4a on the Mininet fabric (``topologies.run.FabricRun``) on the P4 target $TARGET
+names (p4switch by default, or BMv2).
 
 * 1 -- DoS impact (seed 000 Fig. 1): legitimate latency against 0..4 invalid-P_Key flooders, policy none,
   on the paper's 16-node network of five-port switches;
@@ -324,7 +325,7 @@ def run_dos(ctx: Context) -> Section:
             "each one's share of CPU time rather than queues in the fabric"
         )
     section.notes = [
-        "Our switches are software (Python) on a shared 2-core machine, so the absolute "
+        "Our switches are software (p4switch in Python, or BMv2) on a shared 2-core machine, so the absolute "
         "latencies are milliseconds, not microseconds; the ratio to the no-attack baseline is "
         "the comparable quantity. The paper plots the average, so the ratio is of means.",
         "When a message times out (2 s) its echo still arrives later and the agent's ping-pong pairs it "

@@ -17,9 +17,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from p4switch import targets
+
 sys.path.insert(0, str(Path(__file__).parent / "lib"))
 
-from dataplane_harness import DEVICE_ID, Switch, running_switch, target_from_env  # noqa: E402
+from dataplane_harness import DEVICE_ID, Switch, running_switch, unavailable  # noqa: E402
 from finsy.proto import p4r  # noqa: E402
 from ibsec_test import build_rc_send, dst_id, gid  # noqa: E402
 from p4info_helper import P4InfoHelper  # noqa: E402
@@ -140,8 +142,8 @@ def traffic() -> list[tuple[int, bytes]]:
 
 
 def main() -> int:
-    target = target_from_env()
-    if reason := target.missing():
+    target = targets.from_env()
+    if reason := unavailable(target):
         print(f"SKIP bench-dataplane: {reason}")
         return 0
     frames = traffic()

@@ -14,9 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from p4switch import targets
+
 sys.path.insert(0, str(Path(__file__).parent / "lib"))
 
-from dataplane_harness import ROOT, VENV_BIN, running_switch, target_from_env  # noqa: E402
+from dataplane_harness import ROOT, VENV_BIN, running_switch, unavailable  # noqa: E402
 
 PORTS = list(range(1, 9))
 PTF_TIMEOUT = 540  # bounds a hung run (below pytest's 600 s per test), not a slow one
@@ -25,8 +27,8 @@ VERIFY_TIMEOUT = 30  # seconds a positive verify waits for its frame: it comes i
 
 def test_ptf_suite(tmp_path: Path) -> None:
     """Every PTF test in ptf-tests/tests passes against the target."""
-    target = target_from_env()
-    if reason := target.missing():
+    target = targets.from_env()
+    if reason := unavailable(target):
         print(f"SKIP: {reason}")
         pytest.skip(reason)
     with running_switch(target, PORTS, tmp_path) as switch:

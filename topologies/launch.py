@@ -25,6 +25,8 @@ import threading
 import time
 from types import FrameType
 
+from p4switch import targets
+
 from . import fabrics, network, run, topofile
 
 DESCRIPTION = ("Launch a fabric of P4 switches with the subnet manager and one host agent per host, and get "
@@ -52,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     shape.add_argument("--bw", type=float, help="link bandwidth, Mbit/s (TCLink)")
     shape.add_argument("--delay", help="link delay, e.g. 1ms (TCLink; needs the kernel's sch_netem)")
     ctl = parser.add_argument_group("control")
-    ctl.add_argument("--target", choices=tuple(network.TARGETS), default=os.environ.get("TARGET", "p4switch"))
+    ctl.add_argument("--target", choices=tuple(targets.TARGETS), default=os.environ.get("TARGET", "p4switch"))
     ctl.add_argument("--routing", choices=topofile.ROUTINGS, default="deterministic")
     ctl.add_argument("--partitions", type=int, default=2, help="partitions, hosts assigned round robin")
     ctl.add_argument("--security", default="sth-aead",

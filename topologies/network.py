@@ -1,10 +1,11 @@
 """The fabric in Mininet: P4 switch processes, hosts in namespaces, veths with explicit port names.
 
 Switches are :class:`P4RuntimeSwitch` nodes: each starts the P4 target (``p4switch`` by default,
-``simple_switch_grpc`` with ``TARGET=bmv2``) on its interfaces with the same BMv2-style command line, an
-empty pipeline (``--no-p4``: the SM pushes it), its own free gRPC port, one log and one pcap pair per port
-in the run directory, and counts as started only once its P4Runtime port answers. Mininet runs with no
-controller and no Open vSwitch.
+``simple_switch_grpc`` with ``TARGET=bmv2``) on its interfaces with the same BMv2-style command line
+(:mod:`p4switch.targets`), an empty pipeline (``--no-p4``: the SM pushes it), its own free gRPC port (and
+its own Thrift port where the build has Thrift), one log and one pcap pair per port in the run directory,
+and counts as started only once its P4Runtime port answers. Mininet runs with no controller and no Open
+vSwitch.
 
 Every interface this module creates is named ``ibf<pid><switch index>p<port>``: unique per launcher, so two
 runs never collide, and recognisable, so what a killed launcher left behind can be removed by name
@@ -15,11 +16,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -32,10 +31,10 @@ from mininet.log import setLogLevel
 from mininet.net import Mininet
 from mininet.node import Host, Switch
 
-from p4switch import pki
+from p4switch import pki, targets
+from p4switch.targets import Target
 
 from .fabrics import Fabric
-from .topofile import CPU_PORT
 from .zygote import Zygote
 
 REPO = Path(__file__).resolve().parents[1]
@@ -55,32 +54,6 @@ class FabricError(RuntimeError):
 # ---------------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Target:
-    """A P4 target: the switch binary (BMv2-style command line) and the Makefile's name for its compiler."""
-
-    name: str
-    switch_binary: str
-
-    def switch_path(self) -> str:
-        venv_bin = Path(sys.executable).parent
-        for candidate in (venv_bin / self.switch_binary, shutil.which(self.switch_binary)):
-            if candidate and Path(candidate).exists():
-                return str(candidate)
-        raise FabricError(f"target {self.name}: {self.switch_binary} is in neither the venv nor PATH")
-
-    def switch_argv(self, device_id: int, ports: dict[int, str], grpc_port: int, pcap_dir: Path,
-                    target_args: list[str] | None = None) -> list[str]:
-        argv = [self.switch_path(), "--device-id", str(device_id)]
-        for number, iface in sorted(ports.items()):
-            argv += ["-i", f"{number}@{iface}"]
-        # the log on stdout, which start() sends to logs/<switch>.log (BMv2 would name a --log-file F.txt);
-        # info, not BMv2's default trace, which logs every table of every packet and slows the fabric
-        argv += ["--log-console", "-L", "info", "--pcap", str(pcap_dir), "--no-p4",
-                 "--", "--grpc-server-addr", f"127.0.0.1:{grpc_port}", "--cpu-port", str(CPU_PORT)]
-        return argv + (target_args or [])
-
-
 def tls_args(authority: pki.Pki, switch: str) -> list[str]:
     """simple_switch_grpc's options for P4Runtime over mutual TLS: the switch's certificate and key, and
     only clients with a certificate of the run's CA get in."""
@@ -89,14 +62,11 @@ def tls_args(authority: pki.Pki, switch: str) -> list[str]:
             "--grpc-server-cacert", str(authority.cacert), "--grpc-server-with-client-auth"]
 
 
-TARGETS = {"p4switch": Target("p4switch", "p4switch"), "bmv2": Target("bmv2", "simple_switch_grpc")}
-
-
 def target(name: str) -> Target:
     try:
-        return TARGETS[name]
-    except KeyError:
-        raise FabricError(f"unknown target {name!r}: {' or '.join(TARGETS)}") from None
+        return targets.target(name)
+    except ValueError as err:
+        raise FabricError(str(err)) from None
 
 
 @dataclass(frozen=True)
@@ -112,16 +82,6 @@ def build_program(tgt: Target) -> Program:
     if done.returncode:
         raise FabricError(f"make build TARGET={tgt.name} failed:\n{done.stdout}{done.stderr}")
     return Program(REPO / "build" / "main.json", REPO / "build" / "main.p4info.txtpb")
-
-
-def free_tcp_ports(count: int) -> list[int]:
-    """``count`` distinct TCP ports free on 127.0.0.1: all held at once until every one is chosen, since
-    the kernel may hand a port just released out again (two switches of one fabric on one port)."""
-    with contextlib.ExitStack() as held:
-        socks = [held.enter_context(socket.socket()) for _ in range(count)]
-        for sock in socks:
-            sock.bind(("127.0.0.1", 0))
-        return [int(sock.getsockname()[1]) for sock in socks]
 
 
 def port_answers(port: int) -> bool:
@@ -195,8 +155,12 @@ class P4RuntimeSwitch(Switch):  # type: ignore[misc]
         if port_answers(self.grpc_port):
             raise FabricError(f"{self.name}: gRPC port {self.grpc_port} is already taken")
         secure = tls_args(self.tls, self.name) if self.tls else []
-        argv = self.target.switch_argv(self.device_id, self.data_ports(), self.grpc_port,
-                                       self.run_dir / "pcaps", secure)
+        try:  # the log on stdout, which goes to logs/<switch>.log (a --log-file F would be F.txt)
+            argv = self.target.switch_argv(device_id=self.device_id, ports=self.data_ports(),
+                                           grpc_port=self.grpc_port, log_level="info",
+                                           pcap_dir=self.run_dir / "pcaps", target_args=secure)
+        except (OSError, subprocess.SubprocessError) as err:
+            raise FabricError(f"{self.name}: cannot start target {self.target.name}: {err}") from err
         with open(self.log_path, "ab") as log:
             log.write(f"# {' '.join(argv)}\n".encode())
         if self.target.name == "p4switch":
@@ -287,8 +251,7 @@ class FabricNet:
         self.tls = tls
         self.run_dir = run_dir
         self.tag = iface_tag()
-        switches = fabric.switches()
-        self.grpc_ports = dict(zip((sw.name for sw in switches), free_tcp_ports(len(switches)), strict=True))
+        self.grpc_ports = {sw.name: targets.free_port() for sw in fabric.switches()}
         self.device_ids = {sw.name: i for i, sw in enumerate(fabric.switches(), start=1)}
         self.net = Mininet(topo=None, controller=None, build=False, autoSetMacs=False,
                            link=TCLink if links and links.params() else Link)

@@ -1,4 +1,5 @@
-"""A fabric of real processes: one `p4switch` per switch on veth pairs, host agents, the `sm` command.
+"""A fabric of real processes: one switch process per switch on veth pairs ($TARGET's switch, p4switch or
+BMv2's simple_switch_grpc, with the command line of :mod:`p4switch.targets`), host agents, the `sm` command.
 
 Every link is a veth pair whose two ends two switch processes open; every host port is a veth pair whose
 host end stays in the root namespace with the host's MAC (agents and test injectors bind to it). All
@@ -24,20 +25,15 @@ from typing import Any
 from ibsec import addressing, keys
 from ibsm.events import read_events
 
+from p4switch import targets
+
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
-CPU_PORT = 255
 START_TIMEOUT = 120.0  # seconds for a switch or agent process to answer: bounds a hung start, not a slow one
 
 
 def _ip(*args: str) -> None:
     subprocess.run(["ip", *args], check=True, capture_output=True)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_port(port: int, proc: subprocess.Popen[bytes], what: str, timeout: float = START_TIMEOUT) -> float:
@@ -102,7 +98,7 @@ class ProcessFabric:
             self.switch_ifaces[host["switch"]][host["port"]] = s
             self.host_ifaces[host["name"]] = h
         for sw in self.doc["switches"]:
-            self.grpc_ports[sw["name"]] = free_port()
+            self.grpc_ports[sw["name"]] = targets.free_port()
             sw["address"] = f"127.0.0.1:{self.grpc_ports[sw['name']]}"
             self.start_switch(sw["name"])
         self.topology.write_text(json.dumps(self.doc, indent=1))
@@ -118,12 +114,12 @@ class ProcessFabric:
         store.save(self.workdir / "keys" / "sm.keys")
 
     def start_switch(self, name: str) -> float:
-        """Start (or restart) ``name``'s p4switch; returns the wall time its P4Runtime port answered."""
-        ports = sorted(self.switch_ifaces[name].items())
-        interfaces = [arg for p, iface in ports for arg in ("-i", f"{p}@{iface}")]
-        argv = [str(VENV_BIN / "p4switch"), "--no-p4", "--device-id", "1", *interfaces,
-                "--grpc-server-addr", f"127.0.0.1:{self.grpc_ports[name]}", "--cpu-port", str(CPU_PORT),
-                "--log-file", str(self.workdir / "logs" / name), "-L", "info"]
+        """Start (or restart) ``name``'s switch ($TARGET's); returns the wall time its P4Runtime port
+        answered."""
+        device_id = next(sw["device_id"] for sw in self.doc["switches"] if sw["name"] == name)
+        argv = targets.from_env().switch_argv(device_id=device_id, ports=self.switch_ifaces[name],
+                                              grpc_port=self.grpc_ports[name], log_level="info",
+                                              log=self.workdir / "logs" / name)  # logs/<name>.txt
         with open(self.workdir / "logs" / f"{name}.out", "ab") as out:
             self.switches[name] = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
         return wait_port(self.grpc_ports[name], self.switches[name], f"switch {name}")
@@ -208,7 +204,8 @@ class ProcessFabric:
 @contextmanager
 def process_fabric(source: Path, workdir: Path, sm_args: tuple[str, ...] = ()) -> Iterator[ProcessFabric]:
     """Build the program, start the switches of ``source`` on veths; everything is removed on exit."""
-    subprocess.run(["make", "-s", "-C", str(ROOT), "build", f"VENV={VENV_BIN.parent}"], check=True)
+    subprocess.run(["make", "-s", "-C", str(ROOT), "build", f"TARGET={targets.from_env().name}",
+                    f"VENV={VENV_BIN.parent}"], check=True)
     fabric = ProcessFabric(workdir, json.loads(source.read_text()), sm_args=sm_args)
     try:
         fabric.build()
