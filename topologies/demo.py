@@ -17,6 +17,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -233,6 +234,18 @@ def account(s: dict[str, Any]) -> str:
     ])
 
 
+MIN_DELIVERY = 0.99
+CHECKS: dict[str, Callable[[dict[str, Any]], bool]] = {
+    "the true attacker traced": lambda s: s["traced_host"] == s["attacker"],
+    "traced from 1 packet": lambda s: s["packets_to_trace"] == 1,
+    "no attack packet reached the victim after the filter":
+        lambda s: s["attack_packets_reaching_victim_after_filter"] == 0,
+    f"legitimate delivery ratio at least {MIN_DELIVERY}": lambda s: s["legit_delivery_ratio"] >= MIN_DELIVERY,
+    "the filter flushed": lambda s: bool(s["filter_flushed"]),
+}
+"""What the demo shows; `make demo` fails (exit status 1) when one does not hold, so CI notices."""
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m topologies.demo", description=__doc__.split("\n\n")[0])
     parser.add_argument("--target", default=os.environ.get("TARGET", "p4switch"))
@@ -251,6 +264,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print(account(summary))
     print(json.dumps(summary), flush=True)
+    failed = [name for name, holds in CHECKS.items() if not holds(summary)]
+    if failed:
+        print(f"demo failed its checks: {'; '.join(failed)}", file=sys.stderr)
+        return 1
     return 0
 
 
