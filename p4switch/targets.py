@@ -66,18 +66,18 @@ class Target:
         return help_options(self.switch_path())
 
     def switch_argv(self, *, device_id: int, ports: Mapping[int, str], grpc_port: int,
-                    log: Path | None = None, pcap_dir: Path | None = None, log_level: str | None = None,
+                    log: Path | None = None, pcap_dir: Path | None = None, log_level: str = "info",
                     program: Path | None = None, target_args: Sequence[str] = ()) -> list[str]:
         """The switch's command line: BMv2's general options, then ``--`` and simple_switch_grpc's target
         options (``target_args`` last); P4Runtime on 127.0.0.1:``grpc_port``, a free Thrift port where the
         build has Thrift, and no program (``--no-p4``: a controller pushes it) unless ``program`` is given.
-        The log goes to ``log``.txt (BMv2 adds the .txt) or, without ``log``, to stdout."""
+        The log goes to ``log``.txt (BMv2 adds the .txt) or, without ``log``, to stdout; its level is
+        explicit because BMv2's default, trace, writes lines per packet (megabytes a second in a flood)."""
         argv = [self.switch_path(), "--device-id", str(device_id)]
         for number, iface in sorted(ports.items()):
             argv += ["-i", f"{number}@{iface}"]
         argv += ["--log-file", str(log)] if log else ["--log-console"]
-        if log_level:
-            argv += ["--log-level", log_level]
+        argv += ["--log-level", log_level]
         if pcap_dir is not None:
             argv += ["--pcap", str(pcap_dir)]
         if "--thrift-port" in self.switch_options():

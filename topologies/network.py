@@ -157,7 +157,7 @@ class P4RuntimeSwitch(Switch):  # type: ignore[misc]
         secure = tls_args(self.tls, self.name) if self.tls else []
         try:  # the log on stdout, which goes to logs/<switch>.log (a --log-file F would be F.txt)
             argv = self.target.switch_argv(device_id=self.device_id, ports=self.data_ports(),
-                                           grpc_port=self.grpc_port, log_level="info",
+                                           grpc_port=self.grpc_port,
                                            pcap_dir=self.run_dir / "pcaps", target_args=secure)
         except (OSError, subprocess.SubprocessError) as err:
             raise FabricError(f"{self.name}: cannot start target {self.target.name}: {err}") from err

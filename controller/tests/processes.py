@@ -118,7 +118,7 @@ class ProcessFabric:
         answered."""
         device_id = next(sw["device_id"] for sw in self.doc["switches"] if sw["name"] == name)
         argv = targets.from_env().switch_argv(device_id=device_id, ports=self.switch_ifaces[name],
-                                              grpc_port=self.grpc_ports[name], log_level="info",
+                                              grpc_port=self.grpc_ports[name],
                                               log=self.workdir / "logs" / name)  # logs/<name>.txt
         with open(self.workdir / "logs" / f"{name}.out", "ab") as out:
             self.switches[name] = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)

@@ -82,6 +82,6 @@ def running_switch(target: Target, ports: list[int], workdir: Path) -> Iterator[
     with veth_pairs(ports) as (switch_side, tester_side):
         grpc_port = targets.free_port()
         argv = target.switch_argv(device_id=DEVICE_ID, ports=switch_side, grpc_port=grpc_port,
-                                  log=log.with_suffix(""), log_level="info")  # BMv2 adds .txt to the name
+                                  log=log.with_suffix(""))  # BMv2 adds .txt to the name
         with targets.running(argv, grpc_port, workdir / "switch.out"):
             yield Switch(f"127.0.0.1:{grpc_port}", tester_side, p4info, program, log)

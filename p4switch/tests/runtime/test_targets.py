@@ -50,7 +50,7 @@ def test_a_build_with_thrift_gets_a_free_thrift_port_and_the_bmv2_command_line(
     general, target_options = split(argv)
     thrift = int(option(general, "--thrift-port"))
     assert general == ["--device-id", "3", "-i", "1@va", "-i", "2@vb", "--log-file", str(tmp_path / "s.log"),
-                       "--thrift-port", str(thrift), "--no-p4"]
+                       "--log-level", "info", "--thrift-port", str(thrift), "--no-p4"]
     assert target_options == ["--grpc-server-addr", "127.0.0.1:50001", "--cpu-port", str(targets.CPU_PORT)]
     with socket.socket() as sock:
         sock.bind(("0.0.0.0", thrift))  # nothing listens there: the switch can have it
@@ -60,11 +60,12 @@ def test_a_build_without_thrift_gets_no_thrift_option(tmp_path: Path, monkeypatc
                                                       ) -> None:
     help_text = "\n".join(line for line in BMV2_HELP.splitlines() if "thrift" not in line)
     target = fake_switch(tmp_path, monkeypatch, help_text)
-    argv = target.switch_argv(device_id=1, ports={}, grpc_port=50001, log=tmp_path / "s.log",
-                              pcap_dir=tmp_path, log_level="warn", program=tmp_path / "main.json")
-    assert "--thrift-port" not in argv
-    general, _ = split(argv)
-    assert general[-5:] == ["--log-level", "warn", "--pcap", str(tmp_path), str(tmp_path / "main.json")]
+    argv = target.switch_argv(device_id=1, ports={}, grpc_port=50001, pcap_dir=tmp_path, log_level="warn",
+                              program=tmp_path / "main.json", target_args=["--grpc-server-ssl"])
+    general, target_options = split(argv)
+    assert general == ["--device-id", "1", "--log-console", "--log-level", "warn", "--pcap", str(tmp_path),
+                       str(tmp_path / "main.json")]  # no log file: the log on stdout
+    assert target_options[-1] == "--grpc-server-ssl"
 
 
 @contextmanager
