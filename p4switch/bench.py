@@ -1,4 +1,5 @@
-"""Benchmark: packets per second through one `p4switch` process with two veth ports.
+"""Benchmark: packets per second through one `p4switch` process with two veth ports, and through BMv2's
+simple_switch_grpc the same way when it is on PATH.
 
     python -m p4switch.bench [--frames N] [--seconds S]
 
@@ -6,8 +7,10 @@ For (a) the one-table L2 forwarder (p4switch/tests/programs/l2fwd.p4) and (b) th
 (p4src/main.p4, with entries that route the frames), 128-byte and 1024-byte frames are sent into port 1
 and counted as they leave port 2. The load generator is this process (a sender and a receiver thread) and
 keeps a bounded window of frames in flight, so the switch never sees more than it can queue and the rate
-measured is the switch's. Every run is bounded in frames and seconds; veths and the switch process are
-removed at the end."""
+measured is the switch's. With simple_switch_grpc and p4c-bm2-ss on PATH, BMv2 runs the same programs
+(compiled by p4c), entries and frames in the same run, started with the same command line (both at log
+level warn), and the summary sets the two side by side. Every run is bounded in frames and seconds; veths
+and the switch processes are removed at the end."""
 
 from __future__ import annotations
 
@@ -33,8 +36,10 @@ from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
+from p4switch import targets
 from p4switch.dataplane import SO_RCVBUFFORCE, SOCKET_BUFFER, set_buffer
 from p4switch.engine.api import ActionCall, Exact, GroupRef, Lpm
+from p4switch.targets import Target
 from p4switch.tests.runtime import harness
 from p4switch.tests.runtime.harness import update
 
@@ -42,6 +47,8 @@ REPO = Path(__file__).resolve().parent.parent
 SIZES = (128, 1024)
 BURST = 3000
 """Frames queued per round: well within the switch's receive ring (4096 frames at 1500-byte MTU)."""
+WINDOW = 32
+"""Frames in flight when targets are compared: within BMv2's queues (64 frames per egress port)."""
 SRC_MAC, DST_MAC = bytes.fromhex("020000000001"), bytes.fromhex("020000000002")
 
 
@@ -49,15 +56,18 @@ SRC_MAC, DST_MAC = bytes.fromhex("020000000001"), bytes.fromhex("020000000002")
 class Result:
     """One run. Wall-clock rates depend on what else the machine runs; CPU time per frame much less, so
     both are reported: ``switch_us`` is the switch process's CPU time per forwarded frame, ``engine_us``
-    the CPU time of Switch.process alone (same program, entries and frame, in this process)."""
+    the CPU time of p4switch's Switch.process alone (same program, entries and frame, in this process;
+    burst runs only). ``method``: "burst" (:func:`measure`) or "window" (:func:`measure_window`)."""
 
+    target: str
+    method: str
     program: str
     size: int
     sent: int
     received: int
     seconds: float
     switch_cpu: float
-    engine_us: float
+    engine_us: float | None
 
     @property
     def pps(self) -> float:
@@ -73,22 +83,32 @@ class Result:
         return 1e6 / self.switch_us if self.switch_us else 0.0
 
 
+@contextlib.contextmanager
+def tester_ports(ingress: str, egress: str) -> Iterator[tuple[socket.socket, socket.socket]]:
+    """(send socket on ``ingress``, receive socket on ``egress``, 1 s timeout), closed afterwards."""
+    tx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
+    rx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
+    try:
+        tx.bind((ingress, 0))
+        rx.bind((egress, 0))
+        set_buffer(rx, SO_RCVBUFFORCE, socket.SO_RCVBUF, SOCKET_BUFFER * 2)
+        rx.settimeout(1.0)
+        yield tx, rx
+    finally:
+        tx.close()
+        rx.close()
+
+
 def measure(pid: int, ingress: str, egress: str, frame: bytes, frames: int, seconds: float,
             progress: Callable[[int], None]) -> tuple[int, int, float]:
     """Queue bursts of ``frame`` on ``ingress`` while the switch (``pid``) is stopped, let it run, and time
     how fast the forwarded copies arrive on ``egress``: the sender's cost is not in the measurement, only
     the switch draining a full queue. Returns (sent, received, seconds the switch spent forwarding)."""
-    tx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
-    rx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
-    tx.bind((ingress, 0))
-    rx.bind((egress, 0))
-    set_buffer(rx, SO_RCVBUFFORCE, socket.SO_RCVBUF, SOCKET_BUFFER * 2)
-    rx.settimeout(1.0)
     marker, buf = frame[:14], bytearray(2048)
     sent = received = 0
     busy = 0.0
     start = time.monotonic()
-    try:
+    with tester_ports(ingress, egress) as (tx, rx):
         while sent < frames and time.monotonic() - start < seconds:
             burst = min(BURST, frames - sent)
             os.kill(pid, signal.SIGSTOP)
@@ -112,10 +132,32 @@ def measure(pid: int, ingress: str, egress: str, frame: bytes, frames: int, seco
             received += got
             busy += last - first
             progress(received)
-    finally:
-        tx.close()
-        rx.close()
     return sent, received, max(busy, 1e-9)
+
+
+def measure_window(ingress: str, egress: str, frame: bytes, frames: int, seconds: float
+                   ) -> tuple[int, int, float]:
+    """Send ``frame`` into ``ingress`` keeping at most WINDOW frames in flight (one more goes in as one
+    comes out of ``egress``) and time the whole stream. A queue-draining burst suits p4switch, but BMv2
+    drops what exceeds its small queues (64 frames per egress port), so targets are compared this way.
+    Frames not out within a second count as lost. Returns (sent, received, seconds)."""
+    marker, buf = frame[:14], bytearray(2048)
+    sent = received = lost = 0
+    start = last = time.monotonic()
+    with tester_ports(ingress, egress) as (tx, rx):
+        while received + lost < frames and time.monotonic() - start < seconds:
+            while sent - received - lost < WINDOW and sent < frames:
+                tx.send(frame)
+                sent += 1
+            try:
+                rx.recv_into(buf)
+            except TimeoutError:
+                lost = sent - received  # the window never came out
+                continue
+            if buf[:14] == marker:
+                received += 1
+                last = time.monotonic()
+    return sent, received, max(last - start, 1e-9)
 
 
 def build_frame(size: int) -> bytes:
@@ -124,13 +166,15 @@ def build_frame(size: int) -> bytes:
 
 
 @contextlib.contextmanager
-def running_switch(program: harness.Program, workdir: Path
-                   ) -> Iterator[tuple[list[tuple[str, str]], harness.SwitchProcess]]:
+def running_switch(target: Target, workdir: Path
+                   ) -> Iterator[tuple[list[tuple[str, str]], subprocess.Popen[bytes], str]]:
+    """(veth pairs, process, P4Runtime address) of ``target``'s switch on ports 1 and 2, no program yet."""
     with harness.veth_pairs(2, harness.unique_prefix("p4b")) as pairs:
-        args = ["-i", f"1@{pairs[0][0]}", "-i", f"2@{pairs[1][0]}", "--log-level", "warn",
-                str(program.json_path)]
-        with harness.switch_process(args, workdir / "switch.log") as proc:
-            yield pairs, proc
+        port = targets.free_port()
+        argv = target.switch_argv(device_id=harness.DEVICE_ID, ports={1: pairs[0][0], 2: pairs[1][0]},
+                                  grpc_port=port, log=workdir / f"{target.name}.log", log_level="warn")
+        with targets.running(argv, port, workdir / f"{target.name}.out") as proc:
+            yield pairs, proc, f"127.0.0.1:{port}"
 
 
 def engine_cost(program: harness.Program, setup: Callable[[harness.StreamClient], None], frame: bytes,
@@ -147,28 +191,44 @@ def engine_cost(program: harness.Program, setup: Callable[[harness.StreamClient]
         return (time.thread_time() - cpu_start) / count * 1e6
 
 
-def bench_program(name: str, program: harness.Program, setup: Callable[[harness.StreamClient], None],
-                  frame_for: Callable[[int], bytes], args: argparse.Namespace, workdir: Path) -> list[Result]:
+def bench_program(target: Target, name: str, program: harness.Program,
+                  setup: Callable[[harness.StreamClient], None], frame_for: Callable[[int], bytes],
+                  args: argparse.Namespace, workdir: Path) -> list[Result]:
+    """p4switch: a queue-draining run (with the engine's own cost) and a windowed one per frame size;
+    BMv2: the windowed one."""
+    methods = ("burst", "window") if target.name == "p4switch" else ("window",)
     results = []
-    with running_switch(program, workdir) as (pairs, proc), \
-            harness.primary_client(proc.address, program) as client:
+    with running_switch(target, workdir) as (pairs, proc, address), \
+            harness.primary_client(address, program) as client:
         setup(client)
         for size in SIZES:
             frame = frame_for(size)
-            ports = (proc.proc.pid, pairs[0][1], pairs[1][1], frame)
-            measure(*ports, 500, 5, lambda n: None)  # warm-up
-            print(f"  {name}: {size}-byte frames ...", flush=True)
-            cpu_before = cpu_seconds(proc.proc.pid)
-            sent, received, seconds = measure(*ports, args.frames, args.seconds,
-                                              lambda n: print(f"    {n} forwarded", flush=True))
-            result = Result(name, size, sent, received, seconds, cpu_seconds(proc.proc.pid) - cpu_before,
-                            engine_cost(program, setup, frame, args.frames, args.seconds))
-            print(f"  {name}: {size}-byte frames: {received}/{sent} forwarded in {seconds:.2f} s = "
-                  f"{result.pps:,.0f} packets/s; switch CPU {result.switch_us:.1f} us/frame (engine "
-                  f"{result.engine_us:.1f}, I/O and loop {result.switch_us - result.engine_us:.1f})",
-                  flush=True)
-            results.append(result)
+            measure_window(pairs[0][1], pairs[1][1], frame, 500, 5)  # warm-up
+            for method in methods:
+                result = one_run(target, method, name, proc.pid, pairs, size, frame, args)
+                if method == "burst":
+                    result.engine_us = engine_cost(program, setup, frame, args.frames, args.seconds)
+                results.append(result)
     return results
+
+
+def one_run(target: Target, method: str, name: str, pid: int, pairs: list[tuple[str, str]], size: int,
+            frame: bytes, args: argparse.Namespace) -> Result:
+    """One measurement of ``method`` through the switch ``pid`` (ports: the host sides of ``pairs``)."""
+    label = f"{target.name} {name}: {size}-byte frames, {method}"
+    print(f"  {label} ...", flush=True)
+    ingress, egress = pairs[0][1], pairs[1][1]
+    cpu_before = cpu_seconds(pid)
+    if method == "burst":
+        sent, received, seconds = measure(pid, ingress, egress, frame, args.frames, args.seconds,
+                                          lambda n: print(f"    {n} forwarded", flush=True))
+    else:
+        sent, received, seconds = measure_window(ingress, egress, frame, args.frames, args.seconds)
+    result = Result(target.name, method, name, size, sent, received, seconds,
+                    cpu_seconds(pid) - cpu_before, None)
+    print(f"  {label}: {received}/{sent} forwarded in {seconds:.2f} s = {result.pps:,.0f} packets/s; "
+          f"switch CPU {result.switch_us:.1f} us/frame", flush=True)
+    return result
 
 
 def cpu_seconds(pid: int) -> float:
@@ -258,40 +318,71 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     results: list[Result] = []
     with tempfile.TemporaryDirectory(prefix="p4switch-bench-") as tmp:
-        workdir = Path(tmp)
-        print("(a) one-table L2 forwarder, p4switch/tests/programs/l2fwd.p4", flush=True)
-        l2fwd = harness.compile_program(harness.SHARED_PROGRAMS / "l2fwd.p4", workdir / "l2fwd")
-        results += bench_program("l2fwd", l2fwd, l2fwd_setup(l2fwd), build_frame, args, workdir)
-        print("(b) the project's pipeline, p4src/main.p4", flush=True)
-        main_p4 = REPO / "p4src" / "main.p4"
-        try:
-            program = harness.compile_program(main_p4, workdir / "main")
-        except (AssertionError, FileNotFoundError, subprocess.SubprocessError) as err:
-            print(f"  skipped: p4src/main.p4 does not compile with p4switch-cc yet ({str(err)[:300]})")
+        results += bench_target(targets.TARGETS["p4switch"], args, Path(tmp))
+        bmv2 = targets.TARGETS["bmv2"]
+        if reason := bmv2.missing():
+            print(f"BMv2: not measured ({reason})", flush=True)
         else:
-            results += bench_program("main.p4", program, main_setup(program), roce_frame, args, workdir)
+            results += bench_target(bmv2, args, Path(tmp))
     report(results)
     return 0
 
 
+def bench_target(target: Target, args: argparse.Namespace, workdir: Path) -> list[Result]:
+    """Both programs on ``target``, each compiled by the target's own compiler."""
+    compiler = str(target.tool(target.compiler))
+    print(f"(a) {target.name}: one-table L2 forwarder, p4switch/tests/programs/l2fwd.p4", flush=True)
+    l2fwd = harness.compile_program(harness.SHARED_PROGRAMS / "l2fwd.p4", workdir / target.name / "l2fwd",
+                                    compiler)
+    results = bench_program(target, "l2fwd", l2fwd, l2fwd_setup(l2fwd), build_frame, args, workdir)
+    print(f"(b) {target.name}: the project's pipeline, p4src/main.p4", flush=True)
+    try:
+        program = harness.compile_program(REPO / "p4src" / "main.p4", workdir / target.name / "main",
+                                          compiler)
+    except (AssertionError, subprocess.SubprocessError) as err:
+        print(f"  skipped: p4src/main.p4 does not compile with {target.compiler} ({str(err)[:300]})")
+        return results
+    return results + bench_program(target, "main.p4", program, main_setup(program), roce_frame, args, workdir)
+
+
 def report(results: list[Result]) -> None:
-    print("\nsummary: one p4switch process, 2 veth ports. pps = measured; CPU us/frame of the switch process"
-          " and of the engine alone; capacity = 1e6 / switch us (one free core)")
+    print("\nsummary: one switch process, 2 veth ports. pps = measured; CPU us/frame of the switch process"
+          " and of p4switch's engine alone; capacity = 1e6 / switch us (one free core)")
     for r in results:
-        print(f"  {r.program:8s} {r.size:5d} B  {r.pps:9,.0f} pps  switch {r.switch_us:6.1f} us  engine "
-              f"{r.engine_us:6.1f} us  I/O+loop {r.switch_us - r.engine_us:6.1f} us  capacity "
-              f"{r.capacity:9,.0f} pps  ({r.received}/{r.sent} frames)")
-    by_key = {(r.program, r.size): r for r in results}
+        engine = f"engine {r.engine_us:6.1f} us  I/O+loop {r.switch_us - r.engine_us:6.1f} us  " \
+            if r.engine_us is not None else ""
+        print(f"  {r.target:8s} {r.method:6s} {r.program:8s} {r.size:5d} B  {r.pps:9,.0f} pps  "
+              f"switch {r.switch_us:6.1f} us  {engine}capacity {r.capacity:9,.0f} pps  "
+              f"({r.received}/{r.sent} frames)")
+    burst = {(r.program, r.size): r for r in results if r.method == "burst"}  # p4switch's
     for prog in sorted({r.program for r in results}):
-        small, large = by_key.get((prog, 128)), by_key.get((prog, 1024))
+        small, large = burst.get((prog, 128)), burst.get((prog, 1024))
         if small and large:
-            print(f"  {prog}: 1024-byte / 128-byte: measured {large.pps / small.pps:.2f}, "
+            print(f"  p4switch {prog}: 1024-byte / 128-byte: measured {large.pps / small.pps:.2f}, "
                   f"capacity {large.capacity / small.capacity:.2f}")
     for size in SIZES:
-        a, b = by_key.get(("l2fwd", size)), by_key.get(("main.p4", size))
+        a, b = burst.get(("l2fwd", size)), burst.get(("main.p4", size))
         if a and b:
-            print(f"  {size}-byte frames: main.p4 / l2fwd: measured {b.pps / a.pps:.2f}, "
+            print(f"  p4switch {size}-byte frames: main.p4 / l2fwd: measured {b.pps / a.pps:.2f}, "
                   f"capacity {b.capacity / a.capacity:.2f}")
+    side_by_side([r for r in results if r.method == "window"])
+
+
+def side_by_side(windowed: list[Result]) -> None:
+    """p4switch against BMv2 on each program and frame size both ran (windowed runs)."""
+    bmv2 = {(r.program, r.size): r for r in windowed if r.target == "bmv2"}
+    pairs = [(ours, bmv2[ours.program, ours.size]) for ours in windowed
+             if ours.target == "p4switch" and (ours.program, ours.size) in bmv2]
+    if not pairs:
+        return
+    print(f"\np4switch against BMv2 (simple_switch_grpc): same program, entries and frames, this run, "
+          f"{WINDOW} frames in flight")
+    print(f"  {'program':8s} {'size':>6s}  {'p4switch pps':>12s}  {'BMv2 pps':>10s}  {'ratio':>6s}  "
+          f"{'p4switch us/frame':>17s}  {'BMv2 us/frame':>13s}")
+    for ours, theirs in pairs:
+        ratio = ours.pps / theirs.pps if theirs.pps else float("nan")
+        print(f"  {ours.program:8s} {ours.size:4d} B  {ours.pps:12,.0f}  {theirs.pps:10,.0f}  {ratio:5.2f}x  "
+              f"{ours.switch_us:17.1f}  {theirs.switch_us:13.1f}")
 
 
 if __name__ == "__main__":

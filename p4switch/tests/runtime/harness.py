@@ -108,24 +108,24 @@ class Builder:
         return self.program.name_to_id(kind, name)
 
 
-_compiled: dict[Path, Program] = {}
+_compiled: dict[tuple[Path, str], Program] = {}
 
 
-def compile_program(source: Path, out_dir: Path) -> Program:
-    """Compile ``source`` with p4switch-cc (once per session) into ``out_dir``."""
-    if source in _compiled:
-        return _compiled[source]
+def compile_program(source: Path, out_dir: Path, compiler: str = str(VENV_BIN / "p4switch-cc")) -> Program:
+    """Compile ``source`` with p4switch-cc, or another compiler with p4c-bm2-ss's command line, into
+    ``out_dir`` (once per session and compiler)."""
+    if (source, compiler) in _compiled:
+        return _compiled[source, compiler]
     out_dir.mkdir(parents=True, exist_ok=True)
     json_path = out_dir / (source.stem + ".json")
     p4info_path = out_dir / (source.stem + ".p4info.txtpb")
     result = subprocess.run(
-        [str(VENV_BIN / "p4switch-cc"), str(source), "-o", str(json_path),
-         "--p4runtime-files", str(p4info_path)],
-        capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, f"p4switch-cc {source.name} failed:\n{result.stderr}"
+        [compiler, str(source), "-o", str(json_path), "--p4runtime-files", str(p4info_path)],
+        capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, f"{Path(compiler).name} {source.name} failed:\n{result.stderr}"
     p4info = text_format.Parse(p4info_path.read_text(), p4i.P4Info())
     program = Program(json_path.read_bytes(), p4info, json_path, p4info_path)
-    _compiled[source] = program
+    _compiled[source, compiler] = program
     return program
 
 
