@@ -114,11 +114,21 @@ def help_options(binary: str) -> frozenset[str]:
     return frozenset(_OPTION.findall(done.stdout + done.stderr))
 
 
+_given: set[int] = set()
+
+
 def free_port(address: str = "127.0.0.1") -> int:
-    """A TCP port nothing listens on at ``address`` now (the kernel's pick for port 0)."""
-    with socket.socket() as sock:
-        sock.bind((address, 0))
-        return int(sock.getsockname()[1])
+    """A TCP port nothing listens on at ``address`` now (the kernel's pick for port 0), and never one this
+    process was given before. The port is free again until the switch binds it, so the kernel may pick it
+    twice; gRPC servers bind with SO_REUSEPORT, so two switches handed one port would both start and share
+    its connections (a torus once had its SM program s1_2 in place of s3_0)."""
+    while True:
+        with socket.socket() as sock:
+            sock.bind((address, 0))
+            port = int(sock.getsockname()[1])
+        if port not in _given:
+            _given.add(port)
+            return port
 
 
 @contextlib.contextmanager

@@ -68,6 +68,13 @@ def test_a_build_without_thrift_gets_no_thrift_option(tmp_path: Path, monkeypatc
     assert target_options[-1] == "--grpc-server-ssl"
 
 
+def test_no_port_is_handed_out_twice() -> None:
+    """The kernel's pick for port 0 repeats once the port is released; the launcher picks a port per switch
+    (and per Thrift server) before any of them binds."""
+    ports = [targets.free_port() for _ in range(3000)]
+    assert len(set(ports)) == len(ports)
+
+
 @contextmanager
 def two_switches(target: Target, workdir: Path) -> Iterator[list[list[str]]]:
     """Two switches of ``target`` started side by side with its command line; their argv once both
