@@ -24,7 +24,7 @@ import grpc
 from finsy.proto import U128, p4i, p4r, p4r_grpc, rpc_status
 from google.protobuf import text_format
 
-from p4switch import dataplane
+from p4switch import dataplane, targets
 from p4switch.engine import api as engine
 from p4switch.runtime import codec
 from p4switch.runtime.device import Device
@@ -343,12 +343,6 @@ def unique_prefix(tag: str) -> str:
     return f"{tag}{os.getpid() % 100000}"
 
 
-def free_tcp_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @dataclass
 class SwitchProcess:
     proc: subprocess.Popen[str]
@@ -389,7 +383,7 @@ def wait_for_line(proc: subprocess.Popen[str], text: str, timeout: float) -> lis
 def switch_process(args: list[str], log_file: Path, device_id: int = DEVICE_ID) -> Iterator[SwitchProcess]:
     """Start `p4switch` with ``args`` (logging at info unless they say otherwise) and wait for its
     "listening" line; killed afterwards by pid. The log is ``log_file`` plus ``.txt`` (BMv2's naming)."""
-    port = free_tcp_port()
+    port = targets.free_port()
     cmd = [str(VENV_BIN / "p4switch"), "--device-id", str(device_id), "--grpc-server-addr",
            f"127.0.0.1:{port}", "--log-file", str(log_file), "-L", "info", *args]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from p4switch.tests.runtime.harness import free_tcp_port
+from p4switch import targets
 from p4switch.tests.tutorials import tutorials as tut
 
 pytestmark = pytest.mark.skipif(tut.missing() is not None, reason=tut.missing() or "")
@@ -173,7 +173,7 @@ class Switches:
     def address(self, device: int, cpu_port: int | None) -> str:
         """The P4Runtime address of the switch with this device id and CPU port (started if new)."""
         if (device, cpu_port) not in self.running:
-            port = free_tcp_port()
+            port = targets.free_port()
             argv = ["simple_switch_grpc", "--device-id", str(device), "--no-p4", "--",
                     "--grpc-server-addr", f"127.0.0.1:{port}"]
             argv += ["--cpu-port", str(cpu_port)] if cpu_port is not None else []
