@@ -38,7 +38,7 @@ from scapy.packet import Raw
 
 from p4switch import targets
 from p4switch.dataplane import SO_RCVBUFFORCE, SOCKET_BUFFER, set_buffer
-from p4switch.engine.api import ActionCall, Exact, GroupRef, Lpm
+from p4switch.engine.api import ActionCall, Exact, Lpm
 from p4switch.targets import Target
 from p4switch.tests.runtime import harness
 from p4switch.tests.runtime.harness import update
@@ -272,7 +272,7 @@ def roce_frame(size: int) -> bytes:
 
 def main_setup(program: harness.Program) -> Callable[[harness.StreamClient], None]:
     """Entries of a leaf switch: host port 1 seeding the mark and filtering 16 invalid P_Keys, fabric
-    port 2, DDPM on port 2, an SM punt entry, and ROUTES + 1 routes through one-member selector groups."""
+    port 2, DDPM on port 2, an SM punt entry, and ROUTES + 1 routes through one-member groups."""
     def setup(client: harness.StreamClient) -> None:
         b = harness.Builder(program)
         port = "standard_metadata.ingress_port"
@@ -292,17 +292,15 @@ def main_setup(program: harness.Program) -> Callable[[harness.StreamClient], Non
                                   {port: Exact(1), "hdr.bth.p_key": Exact(0x8001 + i)},
                                   ActionCall(MAIN + "partition.reject_pkey")) for i in range(16)]
         client.write(*(update(p4r.Update.INSERT, table_entry=e) for e in updates))
-        profile = b.id("action_profiles", MAIN + "routing.route_selector")
-        client.write(update(p4r.Update.INSERT, action_profile_member=p4r.ActionProfileMember(
-            action_profile_id=profile, member_id=2, action=b.action(MAIN + "routing.forward", port=2))))
         groups, routes = [], []
-        for i, guid in enumerate([DST_GUID, *range(0x1000, 0x1000 + ROUTES)]):
-            group = p4r.ActionProfileGroup(action_profile_id=profile, group_id=i + 1)
-            group.members.add(member_id=2, weight=1)
-            groups.append(update(p4r.Update.INSERT, action_profile_group=group))
+        for group, guid in enumerate([DST_GUID, *range(0x1000, 0x1000 + ROUTES)], start=1):
+            groups.append(update(p4r.Update.INSERT, table_entry=b.table_entry(
+                MAIN + "routing.route_groups_table",
+                {"meta.route_group": Exact(group), "meta.route_member": Exact(0)},
+                ActionCall(MAIN + "routing.forward", {"port": 2}))))
             routes.append(update(p4r.Update.INSERT, table_entry=b.table_entry(
                 MAIN + "routing.routes_table", {"meta.dst_id": Lpm((SUBNET << 64) | guid, 80)},
-                GroupRef(i + 1))))
+                ActionCall(MAIN + "routing.forward_to_group", {"group": group, "members": 1}))))
         client.write(*groups)
         client.write(*routes)
     return setup

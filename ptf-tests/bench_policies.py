@@ -104,10 +104,8 @@ def program_fabric(bench: Bench) -> None:
         "port_roles_table", {"standard_metadata.ingress_port": HOST_PORT}, "seed_host_mark", {"mf_seed": 0}))
     bench.client.write(p4r.Update.INSERT, bench.p4info.table_entry(
         "port_roles_table", {"standard_metadata.ingress_port": FABRIC_PORT}, "keep_mark"))
-    route = bench.p4info.member("route_selector", 1, "forward", {"port": OUT_PORT})
-    bench.client.write(p4r.Update.INSERT, route)
     bench.client.write(p4r.Update.INSERT, bench.p4info.table_entry(
-        "routes_table", {"meta.dst_id": (dst_id(gid(0x20)), 80)}, member=1))
+        "routes_table", {"meta.dst_id": (dst_id(gid(0x20)), 80)}, "forward", {"port": OUT_PORT}))
 
 
 def valid_list(bench: Bench, ports: tuple[int, ...]) -> None:

@@ -1,6 +1,6 @@
 """The P4Runtime entities of one switch, as pure functions of the plans (finsy entity objects).
 
-Every table, action, profile, counter and meter is named here by its P4Info name once; finsy turns
+Every table, action, counter and meter is named here by its P4Info name once; finsy turns
 names into ids with the P4Info the SM loaded, so the same code drives the software target and BMv2.
 Nothing here talks to a switch: the core writes what these functions return, and tests read it.
 """
@@ -21,8 +21,8 @@ VALID_PKEYS = "IbsecIngress.partition.valid_pkeys"
 SM_PUNT = "IbsecIngress.sm_punt.sm_punt_table"
 SPREAD_MODE = "IbsecIngress.routing.spread_mode_table"
 ROUTES = "IbsecIngress.routing.routes_table"
+ROUTE_GROUPS = "IbsecIngress.routing.route_groups_table"
 DDPM_DELTAS = "IbsecIngress.marking.ddpm_delta_table"
-ROUTE_SELECTOR = "IbsecIngress.routing.route_selector"
 PKEY_VIOLATIONS = "IbsecIngress.partition.pkey_violations"
 PARTITION_LOOKUPS = "IbsecIngress.partition.partition_lookups"
 DROPS = "IbsecIngress.drops"
@@ -34,15 +34,18 @@ FILTER_INVALID_LIST = "IbsecIngress.partition.filter_invalid_list"
 INGRESS_PORT = "standard_metadata.ingress_port"
 EGRESS_SPEC = "standard_metadata.egress_spec"
 DST_ID = "meta.dst_id"
+ROUTE_GROUP = "meta.route_group"
+ROUTE_MEMBER = "meta.route_member"
 P_KEY = "hdr.bth.p_key"
 DST_ID_BITS = 80
 
-OWNED_TABLES = (PORT_ROLES, PARTITION_MODE, INVALID_PKEYS, VALID_PKEYS, SM_PUNT, ROUTES, DDPM_DELTAS)
+OWNED_TABLES = (PORT_ROLES, PARTITION_MODE, INVALID_PKEYS, VALID_PKEYS, SM_PUNT, ROUTES, ROUTE_GROUPS,
+                DDPM_DELTAS)
 """Tables whose whole content the SM decides: anything else found in them is removed on reconcile."""
 
 POLICIES = ("none", "dt", "if", "sif")
 
-Entity = fy.P4TableEntry | fy.P4ActionProfileMember | fy.P4ActionProfileGroup
+Entity = fy.P4TableEntry
 
 
 def _port_entry(table: str, port: int, action: fy.P4TableAction, field: str = INGRESS_PORT
@@ -58,23 +61,24 @@ def group_ids(plan: SwitchPlan) -> dict[tuple[int, ...], int]:
     return {ports: i for i, ports in enumerate(sorted(sets), start=1)}
 
 
-def _next_hop(ports: tuple[int, ...], groups: Mapping[tuple[int, ...], int]) -> fy.P4IndirectAction:
+def _forward(port: int) -> fy.P4TableAction:
+    return fy.P4TableAction("IbsecIngress.routing.forward", port=port)
+
+
+def _next_hop(ports: tuple[int, ...], groups: Mapping[tuple[int, ...], int]) -> fy.P4TableAction:
     if len(ports) == 1:
-        return fy.P4IndirectAction(member_id=ports[0])
-    return fy.P4IndirectAction(group_id=groups[ports])
+        return _forward(ports[0])
+    return fy.P4TableAction("IbsecIngress.routing.forward_to_group", group=groups[ports], members=len(ports))
 
 
 def fabric_entities(plan: SwitchPlan, sm_dst_id: int) -> list[Entity]:
-    """Routes (members: one per port, ``member_id`` = port; groups: one per ECMP or adaptive set), port
-    roles, DDPM deltas and the SM punt entry of one switch, in a safe insertion order."""
+    """Routes (one next hop: forward to it; several, an ECMP or adaptive set: forward to their group,
+    whose members are route group entries (group, member index) in front of the routes that use them),
+    port roles, DDPM deltas and the SM punt entry of one switch, in a safe insertion order."""
     groups = group_ids(plan)
-    used = sorted({p for ports in plan.routes.values() for p in ports} | set(plan.default_up))
-    out: list[Entity] = [fy.P4ActionProfileMember(ROUTE_SELECTOR, member_id=port,
-                                                  action=fy.P4TableAction("IbsecIngress.routing.forward",
-                                                                          port=port)) for port in used]
-    out += [fy.P4ActionProfileGroup(ROUTE_SELECTOR, group_id=gid, max_size=max(16, len(ports)),
-                                    members=[fy.P4Member(p, weight=1) for p in ports])
-            for ports, gid in groups.items()]
+    out = [fy.P4TableEntry(ROUTE_GROUPS, match=fy.P4TableMatch({ROUTE_GROUP: gid, ROUTE_MEMBER: member}),
+                           action=_forward(port))
+           for ports, gid in groups.items() for member, port in enumerate(ports)]
     for dst, ports in sorted(plan.routes.items()):
         out.append(fy.P4TableEntry(ROUTES, match=fy.P4TableMatch({DST_ID: (dst, DST_ID_BITS)}),
                                    action=_next_hop(ports, groups)))

@@ -107,7 +107,7 @@ def test_killed_switch_is_reprogrammed(fabric: ProcessFabric) -> None:
     fabric.wait_event("switch-lost", since=start)
     answering = fabric.start_switch("s1")
     (back,) = fabric.wait_event("switch-back", since=start)
-    assert back["switch"] == "s1" and back["inserted"] == 13 and back["wall"] >= answering
+    assert back["switch"] == "s1" and back["inserted"] == 10 and back["wall"] >= answering
     assert len(asyncio.run(_read(fabric.doc["switches"][0]["address"], entries.ROUTES))) == 3
 
 

@@ -17,6 +17,8 @@ typedef bit<80>  dst_id_t;     // subnet id (16) and GUID (64): dst_addr[79:0], 
 typedef bit<38>  mf_t;         // the marking field: dst_addr[117:80]
 typedef bit<16>  pkey_t;
 typedef bit<24>  qpn_t;
+typedef bit<16>  route_group_t;   // a group of equal next hops (routes_table, route_groups_table)
+typedef bit<16>  route_member_t;  // a member of one, 0 .. its size - 1
 
 //------------------------------------------------------------------------------
 // CONSTANTS

@@ -167,13 +167,15 @@ struct headers_t {
 //------------------------------------------------------------------------------
 
 struct local_metadata_t {
-    // Copies of address fields, so tables and selectors match plain fields, not slices.
+    // Copies of address fields, so tables and the flow hash read plain fields, not slices.
     bit<10>  dst_prefix;      // dst_addr[127:118]
     dst_id_t dst_id;          // dst_addr[79:0]: subnet id and GUID
     mf_t     mf;              // dst_addr[117:80], updated by port roles and marking, written back last
     bool     markable;        // RoCEv2 to fe80::/10 or fec0::/10: the only packets that are marked
     qpn_t    flow_qp;         // destination QP of a RoCEv2 packet (0 otherwise): part of the flow hash
-    bit<32>  spray;           // selector input: 0 (per-flow ECMP) or a per-packet sequence number
+    bit<32>  spray;           // flow hash input: 0 (per-flow ECMP) or a per-packet sequence number
+    route_group_t  route_group;   // the route's group of next hops (forward_to_group)
+    route_member_t route_member;  // the flow's member of that group
     bit<2>   partition_mode;  // PARTITION_* of the ingress port
     bool     punt;            // addressed to the SM
     bit<2>   punt_color;      // colour of the SM punt meter

@@ -1,10 +1,16 @@
 // ibsec-fabric data plane: routing (DESIGN 6 step 3).
 //
 // Routes match the destination's subnet id and GUID (dst_addr[79:0]), never the MF bits, so marking
-// cannot change a packet's path. One table with an action selector serves every topology: a member per
-// next hop, a group per set of equal next hops (fat-tree ECMP up-links, the minimal next hops of
-// adaptive mesh/torus/hypercube routing). The selector hashes the flow; when the SM turns on per-packet
-// spreading a packet sequence number joins the hash, so consecutive packets of one flow spread too.
+// cannot change a packet's path. A route leads to one port or to a group of equal next hops (fat-tree
+// ECMP up-links, the minimal next hops of adaptive mesh/torus/hypercube routing): the flow's hash picks
+// one member of the group, as an action selector would. When the SM turns on per-packet spreading a
+// packet sequence number joins the hash, so consecutive packets of one flow spread too.
+//
+// Why not an action selector: p4c's front end gives every table a default action (NoAction when the
+// program names none) and its BMv2 back end warns that it cannot keep one for any table with an action
+// profile or selector (p4lang/p4c#678, #5101), so p4c would warn on this program whatever it says. The
+// program makes the selector's choice itself instead: crc16 over the same fields, modulo the group's
+// size, then an exact match on (group, member).
 
 #ifndef IBSEC_ROUTING_P4
 #define IBSEC_ROUTING_P4
@@ -18,10 +24,15 @@ control RoutingControl(inout headers_t hdr,
     // Per-packet sequence number for adaptive spreading (one cell: the switch's packet count).
     register<bit<32>>(1) spray_sequence;
 
-    action_selector(HashAlgorithm.crc16, 32w1024, 32w16) route_selector;
-
     action forward(port_t port) {
         standard_metadata.egress_spec = port;
+    }
+
+    // The flow's member of ``group`` (members 0 .. members - 1) picks the port (route_groups_table).
+    action forward_to_group(route_group_t group, route_member_t members) {
+        meta.route_group = group;
+        hash(meta.route_member, HashAlgorithm.crc16, (route_member_t)0,
+             {hdr.ipv6.src_addr, meta.dst_id, hdr.ipv6.flow_label, meta.flow_qp, meta.spray}, members);
     }
 
     action drop_non_ipv6() {
@@ -53,21 +64,29 @@ control RoutingControl(inout headers_t hdr,
 
     // Why: forwarding inside the site. Filled by the SM's routing manager: a /80 entry per destination
     // host (exact route) or a shorter prefix for a whole subnet or everything (a fat tree's default up),
-    // pointing at a member (one next hop) or a group (ECMP or adaptive minimal next hops).
+    // to one next hop (forward) or a group of them (ECMP or adaptive minimal next hops).
     table routes_table {
         key = {
             meta.dst_id: lpm;
-            hdr.ipv6.src_addr: selector;
-            meta.dst_id: selector;
-            hdr.ipv6.flow_label: selector;
-            meta.flow_qp: selector;
-            meta.spray: selector;
+        }
+        actions = {
+            forward;
+            forward_to_group;
+        }
+        size = 4096;
+    }
+
+    // Why: the ports of each group of routes_table, one entry per member. Filled by the SM's routing
+    // manager with the routes that use them.
+    table route_groups_table {
+        key = {
+            meta.route_group: exact;
+            meta.route_member: exact;
         }
         actions = {
             forward;
         }
-        implementation = route_selector;
-        size = 4096;
+        size = 1024;
     }
 
     // Why: destinations outside the site (neither fe80::/10 nor fec0::/10) are routed on the whole
@@ -101,8 +120,16 @@ control RoutingControl(inout headers_t hdr,
             non_ipv6_table.apply();
         } else if (meta.dst_prefix == GID_PREFIX_LINK_LOCAL || meta.dst_prefix == GID_PREFIX_SITE_LOCAL) {
             spread_mode_table.apply();
-            if (!routes_table.apply().hit) {
-                meta.drop_reason = DROP_NO_ROUTE;
+            switch (routes_table.apply().action_run) {
+                forward: {}
+                forward_to_group: {
+                    if (!route_groups_table.apply().hit) {
+                        meta.drop_reason = DROP_NO_ROUTE;
+                    }
+                }
+                default: {  // a miss (NoAction)
+                    meta.drop_reason = DROP_NO_ROUTE;
+                }
             }
         } else if (!offsite_routes_table.apply().hit) {
             meta.drop_reason = DROP_NO_ROUTE;

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from p4switch.engine import loader
-from p4switch.engine.api import ActionCall, Exact, GroupRef, Lpm, Switch, TableEntry
+from p4switch.engine.api import ActionCall, Exact, Lpm, Switch, TableEntry
 
 L2FWD = Path(__file__).resolve().parents[1] / "tests" / "programs" / "l2fwd.json"
 MAIN_P4 = Path(__file__).resolve().parents[2] / "p4src" / "main.p4"
@@ -107,12 +107,16 @@ def main_p4_switch() -> Switch:
             ActionCall("NoAction"),
         ),
     )
-    selector = ing + "routing.route_selector"
-    for port in range(2, 6):
-        switch.member_insert(selector, port, ActionCall(ing + "routing.forward", {"port": port}))
-    switch.group_insert(selector, 1, [(port, 1) for port in range(2, 6)])
+    for member, port in enumerate(range(2, 6)):
+        switch.table_insert(
+            ing + "routing.route_groups_table",
+            TableEntry({"meta.route_group": Exact(1), "meta.route_member": Exact(member)},
+                       ActionCall(ing + "routing.forward", {"port": port})),
+        )
     switch.table_insert(
-        ing + "routing.routes_table", TableEntry({"meta.dst_id": Lpm(0x0001 << 64, 16)}, GroupRef(1))
+        ing + "routing.routes_table",
+        TableEntry({"meta.dst_id": Lpm(0x0001 << 64, 16)},
+                   ActionCall(ing + "routing.forward_to_group", {"group": 1, "members": 4})),
     )
     return switch
 

@@ -24,7 +24,6 @@ from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether
 from scapy.packet import Packet, Raw
 
-ROUTE_PROFILE = "route_selector"
 GID_BITS = 128
 DST_ADDR_OFFSET = 14 + 24
 UDP_CHECKSUM_OFFSET = 14 + 40 + 6
@@ -103,18 +102,19 @@ class IbsecTest(P4RuntimeTest):
 
     def add_route(self, destination: str, port: int, prefix_len: int = 80) -> None:
         """routes_table: ``destination``'s subnet id and GUID (first ``prefix_len`` bits) to one port."""
-        self.add_group_route(destination, [port], prefix_len)
+        match = {"meta.dst_id": (dst_id(destination), prefix_len)}
+        self.insert_table_entry("routes_table", match, "forward", {"port": port})
 
     def add_group_route(self, destination: str, ports: list[int], prefix_len: int = 80) -> None:
-        """routes_table: ``destination`` to a selector group over ``ports`` (ECMP or adaptive)."""
-        members = []
-        for port in ports:
-            members.append(member := next(self._ids))
-            self.insert(self.p4info.member(ROUTE_PROFILE, member, "forward", {"port": port}))
+        """routes_table: ``destination`` to a new group over ``ports`` (ECMP or adaptive), its members in
+        route_groups_table."""
         group = next(self._ids)
-        self.insert(self.p4info.group(ROUTE_PROFILE, group, members))
+        for member, port in enumerate(ports):
+            members = {"meta.route_group": group, "meta.route_member": member}
+            self.insert_table_entry("route_groups_table", members, "forward", {"port": port})
         match = {"meta.dst_id": (dst_id(destination), prefix_len)}
-        self.insert(self.p4info.table_entry("routes_table", match, group=group))
+        params = {"group": group, "members": len(ports)}
+        self.insert_table_entry("routes_table", match, "forward_to_group", params)
 
     def add_offsite_routes_table_entry(self, prefix: str, prefix_len: int, port: int) -> None:
         """A route for destinations outside the site (whole 128-bit address)."""
@@ -127,7 +127,7 @@ class IbsecTest(P4RuntimeTest):
         self.insert_table_entry("non_ipv6_table", match, "forward", {"port": port})
 
     def set_spread_per_packet(self) -> None:
-        """Adaptive routing: the selector spreads every packet, not every flow."""
+        """Adaptive routing: groups spread every packet, not every flow."""
         self.set_default_action("spread_mode_table", "spread_per_packet")
 
     # ---- DDPM -------------------------------------------------------------------------------------------

@@ -96,10 +96,6 @@ class P4InfoHelper:
                 return m
         raise P4InfoError(f"controller header {header!r} has no field {field!r}")
 
-    def size(self, kind: str, name: str) -> int:
-        """The declared size of a table, counter, meter or register."""
-        return int(self.entity(kind, name).size)
-
     # ---- P4Runtime entities by name ---------------------------------------------------------------------
 
     def field_match(self, table: str, field: str, value: Match) -> Any:
@@ -126,31 +122,13 @@ class P4InfoHelper:
             for key, value in (params or {}).items()])
 
     def table_entry(self, table: str, match: Mapping[str, Match], action: str | None = None,
-                    params: Mapping[str, int] | None = None, *, member: int | None = None,
-                    group: int | None = None, default: bool = False) -> Any:
-        """A p4r.Entity holding one table entry (direct action, selector member or group)."""
+                    params: Mapping[str, int] | None = None, *, default: bool = False) -> Any:
+        """A p4r.Entity holding one table entry (with its action, or none: a match for Read or Delete)."""
         entry = p4r.TableEntry(table_id=self.id("tables", table), is_default_action=default,
                                match=[self.field_match(table, f, v) for f, v in match.items()])
         if action is not None:
             entry.action.action.CopyFrom(self.action(action, params))
-        elif member is not None:
-            entry.action.action_profile_member_id = member
-        elif group is not None:
-            entry.action.action_profile_group_id = group
         return p4r.Entity(table_entry=entry)
-
-    def member(self, profile: str, member_id: int, action: str, params: Mapping[str, int]) -> Any:
-        """A p4r.Entity holding an action profile member."""
-        return p4r.Entity(action_profile_member=p4r.ActionProfileMember(
-            action_profile_id=self.id("action_profiles", profile), member_id=member_id,
-            action=self.action(action, params)))
-
-    def group(self, profile: str, group_id: int, member_ids: list[int]) -> Any:
-        """A p4r.Entity holding an action selector group of equally weighted members."""
-        return p4r.Entity(action_profile_group=p4r.ActionProfileGroup(
-            action_profile_id=self.id("action_profiles", profile), group_id=group_id,
-            max_size=self.size("action_profiles", profile),
-            members=[p4r.ActionProfileGroup.Member(member_id=m, weight=1) for m in member_ids]))
 
     def counter_cell(self, name: str, index: int) -> Any:
         """A p4r.Entity naming one cell of an indexed counter (for Read)."""
