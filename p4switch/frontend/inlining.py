@@ -8,17 +8,25 @@ actions and extern instances named by instance path as p4c does ("Ingress.sub.ta
 
 from __future__ import annotations
 
-from lark import Tree
+from typing import TYPE_CHECKING
 
 from p4switch import ir
+from p4switch.frontend import returns
 from p4switch.frontend.errors import Pos, type_error, unsupported
 from p4switch.frontend.scope import Ctx, Part, Sym
 from p4switch.frontend.source import Node, PTree, kids
-from p4switch.frontend.types import VOID, Value
+from p4switch.frontend.types import BOOL, VOID, Value
+
+if TYPE_CHECKING:
+    from p4switch.frontend.parts import FrontEnd
 
 
 class Inliner(Part):
     """Inlines calls into the statements of the calling block."""
+
+    def __init__(self, fe: FrontEnd) -> None:
+        super().__init__(fe)
+        self.applied: set[str] = set()  # sub-control instances applied so far (by instance path)
 
     def inline_action(
         self, sym: Sym, args: list[Value], arg_nodes: list[Node], pos: Pos, ctx: Ctx
@@ -26,8 +34,6 @@ class Inliner(Part):
         """A direct call `a(x, y);`: copy-in to fresh locals, the body, copy-out of out/inout params."""
         tree = sym.tree
         assert tree is not None
-        if any(isinstance(n, Tree) and n.data == "return_stmt" for n in tree.iter_subtrees()):
-            raise unsupported(pos, "return inside a directly called action")
         params = kids(tree.children[2])
         if len(params) != len(args):
             raise type_error(pos, f"action {sym.qname} takes {len(params)} arguments, got {len(args)}")
@@ -41,7 +47,7 @@ class Inliner(Part):
             self.fe.tables.called_actions.append(sym.qname)
             self.fe.tables.action_annos.setdefault(sym.qname, self.annos(tree.children[0]))
         ctx.in_action += 1
-        body = self.fe.stmts.block(tree.children[3], ctx, new_scope=False)
+        body = self.without_returns(self.fe.stmts.block(tree.children[3], ctx, new_scope=False), sym, ctx)
         ctx.in_action -= 1
         if not ctx.in_action:
             ctx.exit_copy_out = []
@@ -51,21 +57,11 @@ class Inliner(Part):
     def inline_function(
         self, sym: Sym, args: list[Value], nodes: list[Node], pos: Pos, ctx: Ctx
     ) -> tuple[list[ir.Stmt], Value | None]:
-        """A call of a P4 function: its body inlined like an action's; a final `return e;` gives the value.
-
-        Only a return at the very end is supported (no early returns), which keeps the body straight-line.
-        """
+        """A call of a P4 function: its body inlined like an action's; `return e;` sets its result."""
         tree = sym.tree
         assert tree is not None
         fn_type = tree.children[1]
         rtype = VOID if fn_type.data == "void_type" else self.fe.decls.resolve_type(fn_type.children[0])
-        stmts = kids(tree.children[5])
-        final = stmts[-1] if stmts and stmts[-1].data == "return_stmt" else None
-        for n in tree.children[5].iter_subtrees():
-            if n.data == "return_stmt" and n is not final:
-                raise unsupported(self.pos(n), "return before the end of a function")
-        if rtype != VOID and (final is None or not kids(final)):
-            raise type_error(self.pos(tree), f"function {sym.qname} must end with `return <value>;`")
         params = kids(tree.children[4])
         if len(params) != len(args):
             raise type_error(pos, f"function {sym.qname} takes {len(params)} arguments, got {len(args)}")
@@ -73,23 +69,32 @@ class Inliner(Part):
             raise type_error(pos, f"function {sym.qname} calls itself")
         sym.value = Value(None, VOID)  # marks the function as being inlined
         copy_in, copy_out, scope = self.bind_params(params, args, nodes, pos, ctx)
-        saved = ctx.scopes
-        ctx.scopes = [self.fe.decls.globals, scope]  # the callee sees only globals and its parameters
-        body: list[ir.Stmt] = []
-        for st in stmts[:-1] if final is not None else stmts:
-            body.extend(self.fe.stmts.stmt(st, ctx))
         result = None
-        if final is not None and kids(final):
-            outer, ctx.pre = ctx.pre, []
-            value = self.fe.exprs.coerce(self.fe.exprs.expr(kids(final)[0], ctx), rtype, final)
-            var = ctx.add_local(f"{sym.qname}_result", rtype, self.pos(final))
-            ref = ir.Var(var, rtype.to_ir())
-            body.extend(ctx.pre + self.fe.stmts.store(ref, value.expr, self.src(final)))
-            ctx.pre = outer
+        if rtype != VOID:
+            ref = ir.Var(ctx.add_local(f"{sym.qname}_result", rtype, self.pos(tree)), rtype.to_ir())
             result = Value(ref, rtype)
-        ctx.scopes = saved
+        saved = ctx.scopes, ctx.result
+        # the callee sees only globals and its parameters; its returns set `result`
+        ctx.scopes, ctx.result = [self.fe.decls.globals, scope], result
+        body: list[ir.Stmt] = []
+        ctx.in_function += 1
+        for st in kids(tree.children[5]):
+            body.extend(self.fe.stmts.stmt(st, ctx))
+        ctx.in_function -= 1
+        ctx.scopes, ctx.result = saved
         sym.value = None
-        return copy_in + body + copy_out, result
+        return copy_in + self.without_returns(body, sym, ctx) + copy_out, result
+
+    def without_returns(self, body: list[ir.Stmt], sym: Sym, ctx: Ctx) -> list[ir.Stmt]:
+        """An inlined body with its returns lowered: a flag (a fresh local) where statements follow them."""
+        if not returns.has_return(body):
+            return body
+        flag = None
+        if returns.needs_flag(body):
+            assert sym.tree is not None
+            name = ctx.add_local(f"{sym.qname.replace('.', '_')}_returned", BOOL, self.pos(sym.tree))
+            flag = ir.Var(name, ir.TBool())
+        return returns.remove_returns(body, flag)
 
     def bind_params(
         self, params: list[PTree], args: list[Value], arg_nodes: list[Node], pos: Pos, ctx: Ctx
@@ -131,11 +136,11 @@ class Inliner(Part):
         assert tree is not None
         if tree.data != "control_decl":
             raise unsupported(pos, "applying a parser instance")
-        if sym.value is not None:
-            raise unsupported(pos, f"applying control instance {sym.qname} twice")
-        sym.value = Value(None, VOID)
-        if any(isinstance(n, Tree) and n.data == "return_stmt" for n in tree.iter_subtrees()):
-            raise unsupported(pos, "return inside an applied sub-control")
+        if sym.qname in self.applied and any(
+            d.data in ("table_decl", "instantiation") for d in tree.children[2:-1]
+        ):  # its tables and extern instances exist once (p4c: a table applied twice is refused for BMv2)
+            raise unsupported(pos, f"applying control instance {sym.qname} (with tables or externs) twice")
+        self.applied.add(sym.qname)
         params = kids(tree.children[0].children[3])
         self.fe.calls.arity(args, len(params), pos, f"{sym.qname}.apply")
         scope: dict[str, Sym] = {}
@@ -159,6 +164,6 @@ class Inliner(Part):
         ctx.scopes, ctx.prefix = [self.fe.decls.globals, scope], sym.qname
         for local in tree.children[2:-1]:
             out.extend(self.fe.stmts.local_decl(local, ctx))
-        out.extend(self.fe.stmts.block(tree.children[-1], ctx))
+        out.extend(self.without_returns(self.fe.stmts.block(tree.children[-1], ctx), sym, ctx))
         ctx.scopes, ctx.prefix = saved
         return out

@@ -44,6 +44,8 @@ class Ctx:
     pre: list[ir.Stmt] | None = None  # what the calls in the current statement's expressions need first
     in_action: int = 0  # nesting depth of action bodies being lowered (no table may be applied there)
     exit_copy_out: list[ir.Stmt] = field(default_factory=list)  # what an `exit` copies out first (inlining)
+    in_function: int = 0  # nesting depth of the functions being inlined
+    result: Value | None = None  # the result variable of the function being inlined (`return e;` sets it)
 
     def fresh(self, base: str) -> str:
         """A variable name not used yet in this block (`base`, else `base_1`, `base_2`, ...)."""

@@ -118,14 +118,12 @@ class Statements(Part):
             return self.block(node.children[1], ctx)
         if d == "empty_stmt":
             return []
-        if d in ("exit_stmt", "return_stmt") and ctx.kind == "parser":
+        if d in ("exit_stmt", "return_stmt") and ctx.kind == "parser" and not ctx.in_function:
             raise type_error(self.pos(node), f"{d.split('_')[0]} is not allowed in a parser")
         if d == "exit_stmt":
             return [*ctx.exit_copy_out, ir.Exit(src)]
         if d == "return_stmt":
-            if kids(node):
-                raise unsupported(self.pos(node), "return with a value")
-            return [ir.Return(src)]
+            return self.return_stmt(node, ctx)
         if d == "const_decl":
             ctx.scopes[-1][self.declared(node.children[2], ctx)] = self.fe.decls.make_const(node, ctx)
             return []
@@ -157,6 +155,15 @@ class Statements(Part):
         if d in ("instantiation", "action_decl", "table_decl"):
             raise unsupported(self.pos(node), d.replace("_decl", "") + " inside a block")
         raise unsupported(self.pos(node), d.replace("_", " "))
+
+    def return_stmt(self, node: PTree, ctx: Ctx) -> list[ir.Stmt]:
+        """`return;`, or in a function being inlined `return e;`: e goes to the function's result first."""
+        if not kids(node):
+            return [ir.Return(self.src(node))]
+        if ctx.result is None:
+            raise type_error(self.pos(node), "return with a value outside a function")
+        result = Value(ctx.result.expr, ctx.result.t, lv=True)
+        return [*self.assign(result, kids(node)[0], ctx, node), ir.Return(self.src(node))]
 
     def branch(self, node: PTree, ctx: Ctx) -> list[ir.Stmt]:
         ctx.scopes.append({})

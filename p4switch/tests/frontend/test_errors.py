@@ -238,12 +238,6 @@ def test_program_structure_errors(
     ("function", "use", "where_", "message"),
     [
         (
-            "bit<8> f(in bit<8> x) { if (x == 0) { return 1; } return x; }",
-            "meta.m8 = f(meta.m8);",
-            (5, 39),
-            "return before the end of a function is not supported by p4switch",
-        ),
-        (
             "void f(in bit<8> x) { }",
             "meta.m8 = f(meta.m8);",
             (BODY_LINE + 1, 23),
