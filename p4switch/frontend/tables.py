@@ -42,6 +42,8 @@ class Tables(Part):
         self.param_annos: dict[str, list[dict[str, list[Any]]]] = {}
         self.called_actions: list[str] = []
         self.action_ref_annos: dict[tuple[str, str], dict[str, list[Any]]] = {}  # (table, action)
+        # the arguments an actions list binds to an action's directional parameters: (block, their text)
+        self.bindings: dict[str, tuple[str, tuple[str, ...]] | None] = {}
 
     def lower_table(self, node: PTree, fq: str, ctx: Ctx) -> None:
         self.table_annos[fq] = self.annos(node.children[0])
@@ -123,12 +125,11 @@ class Tables(Part):
     def table_action_ref(self, item: PTree, ctx: Ctx) -> ir.ActionRef:
         annos = self.annos(item.children[0])
         ref = item.children[1]
-        if len(kids(ref)) > 1 and kids(kids(ref)[1]):
-            raise unsupported(self.pos(ref), "action arguments bound in a table's actions list")
+        bound = kids(kids(ref)[1]) if len(kids(ref)) > 1 else []
         sym = self.fe.exprs.lookup_sym(self.prefixed(ref.children[0]), ref, ctx)
         if sym.kind != "action":
             raise type_error(self.pos(ref), f"{self.prefixed(ref.children[0])} is not an action")
-        self.ensure_action(sym, ctx)
+        self.ensure_action(sym, ctx, bound, ref)
         scope = "table_only" if "tableonly" in annos else "default_only" if "defaultonly" in annos else "all"
         return ir.ActionRef(sym.qname, scope)
 
@@ -216,6 +217,11 @@ class Tables(Part):
                 self.pos(callee), f"action {sym.qname} is @{bad.replace('_', '')} in {table.name}"
             )
         params = kids(sym.tree.children[2])
+        binding = self.bindings.get(sym.qname)
+        bound = len(binding[1]) if binding else 0
+        if len(args) == len(params) and bound:  # the arguments the actions list binds, given again
+            args = args[bound:]
+        params = params[bound:]
         if len(params) != len(args):
             raise type_error(
                 self.pos(node), f"action {sym.qname} takes {len(params)} arguments, got {len(args)}"
@@ -316,21 +322,90 @@ class Tables(Part):
             return ir.MatchRange(lo, hi)
         raise type_error(self.pos(el), f"this keyset does not fit a {kind} key")
 
-    def ensure_action(self, sym: Sym, ctx: Ctx) -> None:
-        """Lower an action invoked by a table (once), with its params as action data."""
-        if sym.qname in self.actions or sym.tree is None:
+    def ensure_action(
+        self, sym: Sym, ctx: Ctx, bound: list[Node] | None = None, ref: Node | None = None
+    ) -> None:
+        """Lower an action invoked by a table (once), with its params as action data.
+
+        Arguments bound in the actions list (`a(hdr.x)`) go to its first, directional, parameters: each
+        run of the action evaluates them, copies in and (out/inout) copies out around the body, as p4c
+        lowers them; the rest are action data. An action bound again elsewhere (another table, another
+        control) must come out the same there.
+        """
+        if sym.tree is None:
             return
-        tree = sym.tree
+        texts = tuple(self.source_text(n) if isinstance(n, Tree) else str(n) for n in bound or ())
+        binding = (ctx.block, texts) if bound else None
+        known = self.actions.get(sym.qname, False)
+        if known is not False:
+            if self.bindings[sym.qname] != binding and (
+                known is None or self.rebound(sym, ctx, bound, ref) != known
+            ):
+                where = self.pos(ref if ref is not None else sym.tree)
+                raise unsupported(where, f"action {sym.qname} bound to other arguments elsewhere")
+            return
+        self.bindings[sym.qname] = binding
         self.actions[sym.qname] = None  # its place in the list: actions are listed as tables first use them
-        self.action_annos[sym.qname] = self.annos(tree.children[0])
-        actx = ctx if sym.control else Ctx("", "control", [self.fe.decls.globals, {}])
-        saved = actx.sink
-        params: list[ir.ActionParam] = []
+        self.action_annos[sym.qname] = self.annos(sym.tree.children[0])
+        self.actions[sym.qname] = self.lower_action(sym, ctx, bound, ref)
+
+    def rebound(self, sym: Sym, ctx: Ctx, bound: list[Node] | None, ref: Node | None) -> ir.Action:
+        """The action lowered again for another binding (as if of the first one's control)."""
+        first = self.actions[sym.qname]
+        assert first is not None
+        return replace(self.lower_action(sym, ctx, bound, ref), control=first.control)
+
+    def lower_action(self, sym: Sym, ctx: Ctx, bound: list[Node] | None, ref: Node | None) -> ir.Action:
+        tree = sym.tree
+        assert tree is not None
+        all_params = kids(tree.children[2])
+        n = len(bound or ())
+        if n > len(all_params):
+            where = self.pos(ref if ref is not None else tree)
+            raise type_error(where, f"action {sym.qname} takes {len(all_params)} arguments, got {n}")
+        actx = ctx if sym.control or bound else Ctx("", "control", [self.fe.decls.globals, {}])
+        saved = actx.sink, list(actx.scopes), actx.exit_copy_out
         locals_: list[ir.Local] = []
         actx.sink = locals_
+        head, copy_out = self.bind_arguments(sym, all_params[:n], bound or [], actx)
+        params = self.data_params(sym.qname, all_params[n:], actx)
+        actx.in_action += 1
+        actx.exit_copy_out = copy_out
+        body = self.fe.stmts.block(tree.children[3], actx, new_scope=False)
+        if copy_out:  # a return must still copy out: the statements after it are skipped instead
+            body = self.fe.inliner.without_returns(body, sym, actx)
+        actx.in_action -= 1
+        actx.sink, actx.scopes, actx.exit_copy_out = saved
+        return ir.Action(
+            sym.qname,
+            sym.control or (ctx.block if bound else None),
+            self.src(tree),
+            tuple(params),
+            tuple(locals_),
+            tuple(head + body + copy_out),
+        )
+
+    def bind_arguments(
+        self, sym: Sym, params: list[PTree], args: list[Node], ctx: Ctx
+    ) -> tuple[list[ir.Stmt], list[ir.Stmt]]:
+        """The arguments an actions list binds: evaluated (calls first) and copied in at the start of the
+        action, copied out at its end; the action body then sees its own scope (with the control's
+        names only for an action of the control)."""
+        assert sym.tree is not None
+        outer, ctx.pre = ctx.pre, []
+        values = self.fe.effects.operands(args, ctx)
+        # at the action's position: the same action bound alike in two tables comes out the same
+        copy_in, copy_out, scope = self.fe.inliner.bind_params(params, values, args, self.pos(sym.tree), ctx)
+        head, ctx.pre = ctx.pre + copy_in, outer
+        ctx.scopes = ([self.fe.decls.globals] if sym.control is None else list(ctx.scopes)) + [scope]
+        return head, copy_out
+
+    def data_params(self, action: str, params: list[PTree], actx: Ctx) -> list[ir.ActionParam]:
+        """The action's directionless parameters, as action data in the scope of its body."""
+        self.param_annos[action] = [self.annos(p.children[0]) for p in params]
+        out: list[ir.ActionParam] = []
         actx.scopes.append({})
-        self.param_annos[sym.qname] = [self.annos(p.children[0]) for p in kids(tree.children[2])]
-        for p in kids(tree.children[2]):
+        for p in params:
             if p.children[1].data != "dir_none":
                 raise unsupported(self.pos(p), "directional parameter in an action called by a table")
             pname = self.name(p.children[3])
@@ -340,13 +415,6 @@ class Tables(Part):
             var = pname  # action data params keep their name; they shadow control variables
             actx.used.add(var)
             given = self.annos(p.children[0]).get("name")  # P4Info's name, as p4c: the @name if any
-            params.append(ir.ActionParam(name=str(given[0]) if given else pname, var=var, type=t.to_ir()))
+            out.append(ir.ActionParam(name=str(given[0]) if given else pname, var=var, type=t.to_ir()))
             actx.scopes[-1][pname] = Sym("var", t, var, readonly=True)
-        actx.in_action += 1
-        body = self.fe.stmts.block(tree.children[3], actx, new_scope=False)
-        actx.in_action -= 1
-        actx.scopes.pop()
-        actx.sink = saved
-        self.actions[sym.qname] = ir.Action(
-            sym.qname, sym.control, self.src(tree), tuple(params), tuple(locals_), tuple(body)
-        )
+        return out
