@@ -298,9 +298,24 @@ class Expressions(Part):
             return self.binop_ir(op, a, b, BOOL)
         if a.const is not None and b.const is not None:
             return const(self.fold(op, int(a.const), int(b.const), t, node), t)
-        if op in ("/", "%"):  # as BMv2: no run-time division; constants were folded above
-            raise unsupported(self.pos(node), f"{op} of values known only at run time")
+        if op in ("/", "%"):
+            return self.divide(a, b, op, node)
         return self.binop_ir(op, a, b, t)
+
+    def divide(self, a: Value, b: Value, op: str, node: PTree) -> Value:
+        """`/` and `%` with a run-time operand, as p4c's strength reduction leaves them for BMv2 (which
+        has no division): by a power of two a shift or a mask, of 0 the constant 0 (the operands are
+        still evaluated); any other is refused, as p4c refuses it."""
+        t = a.t
+        if a.const == 0:
+            return const(0, t)
+        divisor = int(b.const) if b.const is not None else 0
+        if divisor <= 0 or divisor & (divisor - 1):
+            raise unsupported(self.pos(node), f"{op} of values known only at run time")
+        if op == "%":
+            return self.binop_ir("&", a, const(divisor - 1, t), t)
+        k = divisor.bit_length() - 1
+        return a if k == 0 else self.binop_ir(">>", a, const(k, t), t)
 
     def fold(self, op: str, x: int, y: int, t: Type, node: PTree) -> int:
         if op in ("/", "%") and y == 0:
