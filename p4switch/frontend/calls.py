@@ -36,11 +36,11 @@ class Calls(Part):
     def call(
         self, callee: Value, args_node: PTree, targs: list[Type], node: PTree, ctx: Ctx | None, as_stmt: bool
     ) -> tuple[list[ir.Stmt], Value | None]:
-        arg_nodes = kids(args_node)
-        for a in arg_nodes:
-            if isinstance(a, Tree) and a.data in ("named_arg", "dontcare_arg"):
-                raise unsupported(self.pos(a), "named or don't-care arguments")
         pos = self.pos(node)
+        arg_nodes = self.positional(callee, kids(args_node), pos)
+        for a in arg_nodes:
+            if isinstance(a, Tree) and a.data == "dontcare_arg":
+                raise unsupported(self.pos(a), "don't-care arguments")
         kind = callee.t.k
         if kind == "extern_fn" and callee.t.name == "static_assert":
             return [], self.static_assert([self.fe.exprs.expr(a, ctx) for a in arg_nodes], pos)
@@ -114,6 +114,42 @@ class Calls(Part):
                 raise type_error(pos, f"{method} does not return a value")
             return self.fe.v1.extern_method(base.extra["inst"], method, args, arg_nodes, pos), None
         raise type_error(pos, f"unknown method {method} of {base.t}")
+
+    def positional(self, callee: Value, nodes: list[Node], pos: Pos) -> list[Node]:
+        """The arguments in parameter order: named ones (`f(b = 1, a = 2)`) placed by the callee's
+        declaration (of the overload whose parameters they name)."""
+        named = {
+            self.name(a.children[0]): a.children[1]
+            for a in nodes
+            if isinstance(a, Tree) and a.data == "named_arg"
+        }
+        if not named:
+            return nodes
+        if len(named) != len(nodes):
+            raise type_error(pos, "arguments must be all named or all positional")
+        for params in self.param_lists(callee):
+            names = [self.name(p.children[3]) for p in params]
+            required = {n for n, p in zip(names, params, strict=True) if p.children[4] is None}
+            if set(named) <= set(names) and required <= set(named):
+                return [named[n] for n in names if n in named]
+        raise type_error(pos, f"no parameters named {', '.join(named)} in this call's callee")
+
+    def param_lists(self, callee: Value) -> list[list[PTree]]:
+        """The parameter lists a callee may have (one per overload)."""
+        kind = callee.t.k
+        if kind == "extern_fn":
+            return [kids(d.children[4]) for d in self.fe.decls.overloads.get(callee.t.name, [])]
+        if kind in ("action", "function"):
+            tree = callee.extra["sym"].tree
+            return [kids(tree.children[2 if kind == "action" else 4])]
+        if kind != "method":
+            return []
+        base: Value = callee.extra["base"]
+        if base.t.k == "subcontrol":
+            return [kids(base.extra["sym"].tree.children[0].children[3])]
+        decl = self.fe.decls.types.get(base.t.name or base.t.k, ("", None))[1]
+        protos = decl.children[3:] if decl is not None and decl.data == "extern_obj_decl" else []
+        return [kids(m.children[4]) for m in protos if self.name(m.children[2]) == callee.extra["method"]]
 
     def static_assert(self, args: list[Value], pos: Pos) -> Value:
         """core.p4's static_assert(check[, message]): checked here; its value is true."""

@@ -29,6 +29,7 @@ class Declarations(Part):
         super().__init__(fe)
         self.types: dict[str, tuple[str, Any]] = {}
         self.globals: dict[str, Sym] = {}
+        self.overloads: dict[str, list[PTree]] = {}  # extern functions by name: every declaration
         self.errors: list[str] = []
         self.match_kinds: set[str] = set()
         self.enums: dict[str, tuple[str, ...]] = {}
@@ -160,6 +161,7 @@ class Declarations(Part):
 
     def decl_extern_fn_decl(self, decl: PTree) -> None:
         self.globals[self.name(decl.children[2])] = Sym("extern_fn", tree=decl)
+        self.overloads.setdefault(self.name(decl.children[2]), []).append(decl)
 
     def decl_package_decl(self, decl: PTree) -> None:
         self.types[self.name(decl.children[1])] = ("package", decl)

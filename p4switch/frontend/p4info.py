@@ -260,6 +260,10 @@ def build(program: ir.Program, x: Extras, ids: Ids) -> p4i.P4Info:
     for d in program.digests:
         msg = info.digests.add()
         preamble(msg, DIGEST, d.name)
+        if d.name not in program.structs:  # digest of a list: p4c's type is a tuple
+            for f in d.fields:
+                msg.type_spec.tuple.members.add().bitstring.bit.bitwidth = ir.width(f.type)
+            continue
         msg.type_spec.struct.name = d.name
         struct = info.type_info.structs[d.name]
         for f in d.fields:

@@ -114,7 +114,7 @@ class V1Model(Part):
         ptype = self.fe.decls.resolve_type(tree.children[1])
         if ptype.name != "V1Switch":
             raise unsupported(self.pos(tree), f"package {ptype.name} (only V1Switch)")
-        args = kids(tree.children[2])
+        args = self.package_args(ptype.name, kids(tree.children[2]), tree)
         if len(args) != 6:
             raise type_error(self.pos(tree), f"V1Switch takes 6 arguments, got {len(args)}")
         roles: dict[str, str] = {}
@@ -143,6 +143,24 @@ class V1Model(Part):
         self.meta_type = self.fe.decls.resolve_type(parser_params[2].children[2]).name
         pipeline = ir.Pipeline(**roles, headers_type=headers_type, metadata_type=self.meta_type)
         return V1Switch(pipeline, blocks)
+
+    def package_args(self, package: str, args: list[PTree], tree: PTree) -> list[PTree]:
+        """The arguments of a package instantiation in parameter order (`V1Switch(p = P(), ig = I(), ...)`
+        names them)."""
+        named = [a for a in args if isinstance(a, Tree) and a.data == "named_arg"]
+        if not named:
+            return args
+        if len(named) != len(args):
+            raise type_error(self.pos(tree), "arguments must be all named or all positional")
+        params = [self.name(p.children[3]) for p in kids(self.fe.decls.types[package][1].children[3])]
+        given = {self.name(a.children[0]): a.children[1] for a in named}
+        unknown = set(given) - set(params)
+        if unknown or len(given) != len(named):
+            raise type_error(self.pos(tree), f"{package} has no parameter {', '.join(sorted(unknown))}")
+        missing = [p for p in params if p not in given]
+        if missing:
+            raise type_error(self.pos(tree), f"no argument for {package} parameter {', '.join(missing)}")
+        return [given[p] for p in params]
 
     def instantiate(
         self, t: Type, args: list[Any], fq: str, node: PTree, ctx: Ctx | None, annos: dict[str, list[Any]]
@@ -338,8 +356,10 @@ class V1Model(Part):
     def digest(self, args: list[Value], nodes: list[Node], targs: list[Type], pos: Pos) -> ir.Stmt:
         """digest<T>(receiver, data): one expression per field of the named struct T."""
         t = targs[0] if targs else args[1].t
+        if t.k == "list":
+            return self.list_digest(args, nodes, pos)
         if t.k != "struct":
-            raise unsupported(self.pos(nodes[1]), "digest of data that is not a named struct")
+            raise unsupported(self.pos(nodes[1]), "digest of data that is not a named struct or a list")
         fields = self.fe.decls.members(t)
         if args[1].t.k == "list":
             items = args[1].extra["items"]
@@ -359,6 +379,21 @@ class V1Model(Part):
         )
         receiver_id = int(receiver) if receiver is not None else None
         return ir.Digest(t.name, receiver_id, tuple(v.expr for v in values), str(pos))
+
+    def list_digest(self, args: list[Value], nodes: list[Node], pos: Pos) -> ir.Stmt:
+        """digest(receiver, {a, b}): a digest of its own, named as p4c names it (`digest_<n>`, its P4Info
+        type a tuple), its members f0, f1, ... as P4Runtime reads a tuple."""
+        items = [self.fe.calls.flatten(i, nodes[1]) for i in args[1].extra["items"]]
+        values = [v for item in items for v in item]
+        for v in values:
+            if not v.t.is_bits:
+                raise unsupported(self.pos(nodes[1]), f"digest list member of type {v.t}")
+        name = f"digest_{sum(1 for d in self.digests if d not in self.fe.decls.structs)}"
+        fields = tuple(ir.DigestField(f"f{i}", v.t.to_ir()) for i, v in enumerate(values))
+        self.digests[name] = ir.DigestType(name, fields)
+        receiver = self.fe.exprs.coerce(args[0], bit(32), nodes[0]).const
+        receiver_id = int(receiver) if receiver is not None else None
+        return ir.Digest(name, receiver_id, tuple(v.expr for v in values), str(pos))
 
     def extern_method(
         self, inst: ir.ExternInstance, method: str, args: list[Value], nodes: list[Node], pos: Pos
