@@ -117,22 +117,28 @@ class Calls(Part):
 
     def positional(self, callee: Value, nodes: list[Node], pos: Pos) -> list[Node]:
         """The arguments in parameter order: named ones (`f(b = 1, a = 2)`) placed by the callee's
-        declaration (of the overload whose parameters they name)."""
+        declaration (of the overload whose parameters they name), left-out ones by their default value
+        (`in bit<8> y = 5`)."""
         named = {
             self.name(a.children[0]): a.children[1]
             for a in nodes
             if isinstance(a, Tree) and a.data == "named_arg"
         }
-        if not named:
-            return nodes
-        if len(named) != len(nodes):
+        if named and len(named) != len(nodes):
             raise type_error(pos, "arguments must be all named or all positional")
-        for params in self.param_lists(callee):
+        candidates = self.param_lists(callee)
+        if not named and all(len(nodes) >= len(params) for params in candidates):
+            return nodes
+        for params in candidates:
             names = [self.name(p.children[3]) for p in params]
-            required = {n for n, p in zip(names, params, strict=True) if p.children[4] is None}
-            if set(named) <= set(names) and required <= set(named):
-                return [named[n] for n in names if n in named]
-        raise type_error(pos, f"no parameters named {', '.join(named)} in this call's callee")
+            given = named or dict(zip(names, nodes, strict=False))
+            if len(given) != len(nodes) or not set(given) <= set(names):
+                continue
+            if all(n in given or p.children[4] is not None for n, p in zip(names, params, strict=True)):
+                return [given.get(n, p.children[4]) for n, p in zip(names, params, strict=True)]
+        if named:
+            raise type_error(pos, f"no parameters named {', '.join(named)} in this call's callee")
+        return nodes
 
     def param_lists(self, callee: Value) -> list[list[PTree]]:
         """The parameter lists a callee may have (one per overload)."""
@@ -149,7 +155,8 @@ class Calls(Part):
             return [kids(base.extra["sym"].tree.children[0].children[3])]
         decl = self.fe.decls.types.get(base.t.name or base.t.k, ("", None))[1]
         protos = decl.children[3:] if decl is not None and decl.data == "extern_obj_decl" else []
-        return [kids(m.children[4]) for m in protos if self.name(m.children[2]) == callee.extra["method"]]
+        methods = [m for m in protos if m.data == "method_proto"]
+        return [kids(m.children[4]) for m in methods if self.name(m.children[2]) == callee.extra["method"]]
 
     def static_assert(self, args: list[Value], pos: Pos) -> Value:
         """core.p4's static_assert(check[, message]): checked here; its value is true."""

@@ -116,6 +116,12 @@ class Expressions(Part):
             if member not in members:
                 raise type_error(self.pos(node), f"{tname} has no member {member}")
             return const(members[member], base)
+        if kind == "block" and member == "apply" and ctx is not None:
+            # `C.apply(...)`: an instance of its own, named by the type (p4c's InstantiateDirectCalls)
+            qname = self.fe.decls.fq(ctx.prefix, tname, {})
+            sym = Sym("subcontrol", Type("block", name=tname), qname, tree=info)
+            base = Value(None, Type("subcontrol", name=sym.qname), extra={"sym": sym})
+            return self.member_of(base, member, node, ctx)
         raise unsupported(self.pos(node), f"member access on type {tname}")
 
     def x_error_member(self, node: PTree, ctx: Ctx | None) -> Value:

@@ -121,7 +121,7 @@ class Inliner(Part):
                     )
                 copy_out += self.fe.stmts.store(target.expr, ref, str(pos))
             if direction != "dir_out":
-                out += self.fe.stmts.store(ref, self.fe.exprs.coerce(a, t, node).expr, str(pos))
+                out += self.fe.stmts.store_value(Value(ref, t, lv=True), a, node, str(pos))
         return out, copy_out, scope
 
     def inline_control(
@@ -149,6 +149,9 @@ class Inliner(Part):
             t = self.fe.decls.resolve_type(p.children[2])
             pname = self.name(p.children[3])
             readonly = p.children[1].data in ("dir_in", "dir_none")
+            if t.k == "extern" and "inst" in a.extra and a.t.name == t.name:  # an extern instance passed on
+                scope[pname] = Sym("inst", t, a.extra["inst"].name)
+                continue
             if a.lv and a.t == t:
                 pinned, a = self.fe.effects.pin_place(a, ctx, node)
                 out.extend(pinned)
@@ -156,10 +159,9 @@ class Inliner(Part):
                 continue
             if p.children[1].data in ("dir_out", "dir_inout"):
                 raise type_error(self.pos(node), f"argument for {pname} must be an lvalue of type {t}")
-            value = self.fe.exprs.coerce(a, t, node)
             var = ctx.add_local(pname, t, self.pos(p))
             scope[pname] = Sym("var", t, var, readonly=True)
-            out += self.fe.stmts.store(ir.Var(var, t.to_ir()), value.expr, str(pos))
+            out += self.fe.stmts.store_value(Value(ir.Var(var, t.to_ir()), t, lv=True), a, node, str(pos))
         saved = ctx.scopes, ctx.prefix
         ctx.scopes, ctx.prefix = [self.fe.decls.globals, scope], sym.qname
         for local in tree.children[2:-1]:

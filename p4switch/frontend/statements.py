@@ -191,6 +191,21 @@ class Statements(Part):
         rhs = self.fe.exprs.coerce(self.fe.exprs.expr(rhs_node, ctx), lhs.t, rhs_node)
         return self.store(lhs.expr, rhs.expr, self.src(node))
 
+    def store_value(self, lhs: Value, v: Value, node: Node, src: str) -> list[ir.Stmt]:
+        """`lhs = v` for an evaluated value, which may be a list (`{a, b}` as an argument): a header or
+        struct then gets one assignment per field (a header made valid)."""
+        if v.t.k != "list" or lhs.t.k not in ("header", "struct"):
+            return self.store(lhs.expr, self.fe.exprs.coerce(v, lhs.t, node).expr, src)
+        fields = self.fe.decls.members(lhs.t)
+        items: list[Value] = v.extra["items"]
+        if len(items) != len(fields):
+            raise type_error(self.pos(node), f"{lhs.t} has {len(fields)} fields, initializer {len(items)}")
+        out: list[ir.Stmt] = [ir.SetValid(lhs.expr, src)] if lhs.t.k == "header" else []
+        for (fname, ft), item in zip(fields, items, strict=True):
+            field = Value(ir.Member(lhs.expr, fname, ft.to_ir()), ft, lv=True)
+            out += self.store_value(field, item, node, src)
+        return out
+
     def store(self, lhs: ir.Expr, rhs: ir.Expr, src: str) -> list[ir.Stmt]:
         """`lhs = rhs;`: a header copied into a header union leaves its other members invalid if valid; a
         struct inside a header is copied field by field (it is flattened into the header's fields)."""

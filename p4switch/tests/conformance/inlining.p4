@@ -1,6 +1,7 @@
 /* Inlined code as p4c lowers it: early returns in functions, in directly called actions and in applied
  * sub-controls; a sub-control applied twice; arguments bound in a table's actions list; run-time `/` and
- * `%` by powers of two; named arguments; a digest of a list. Expected outputs are BMv2's. */
+ * `%` by powers of two; named arguments; a digest of a list; default parameter values; a control applied
+ * by its type name; an extern instance and a list passed to a sub-control. Expected outputs are BMv2's. */
 #include <core.p4>
 #include <v1model.p4>
 
@@ -8,6 +9,7 @@ header eth_t { bit<48> dst; bit<48> src; bit<16> type_; }
 header t_t { bit<8> op; bit<8> a; bit<8> b; bit<8> c; bit<8> d; bit<8> e; }
 struct headers_t { eth_t eth; t_t t; }
 struct meta_t { bit<8> m; }
+struct pair_t { bit<8> x; bit<8> y; }
 
 // the value of the first return that runs
 bit<8> classify(in bit<8> x) {
@@ -71,8 +73,24 @@ control Step(inout bit<8> v, in bit<8> by) {
     }
 }
 
+// k has a default; the register is the caller's
+control Keep(inout t_t t, register<bit<8>> r, in pair_t p, in bit<8> k = 8w7) {
+    apply {
+        r.write(1, t.a + p.x);
+        r.read(t.e, 1);
+        t.d = p.y + k;
+    }
+}
+
 control I(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
     Step() step;
+    Keep() keep;
+    Keep() keep2;
+    register<bit<8>>(4) reg;
+
+    action with_default(out bit<8> x, in bit<8> y = 8w5) {
+        x = y + 8w1;
+    }
 
     // a return ends the action; its inout parameter is still copied out
     action early(inout bit<8> v, in bit<8> k) {
@@ -147,6 +165,14 @@ control I(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) 
         } else if (hdr.t.op == 8) {
             early(k = hdr.t.a, v = hdr.t.c);
             digest(1, { hdr.t.a, hdr.eth.type_ });
+        } else if (hdr.t.op == 9) {
+            with_default(hdr.t.c);
+            pair_t pr = { 8w3, 8w4 };
+            keep.apply(hdr.t, reg, pr);
+            Step.apply(hdr.t.b, 8w1);
+        } else if (hdr.t.op == 10) {
+            pair_t pr2 = { 8w10, 8w20 };
+            keep2.apply(hdr.t, reg, pr2, 8w1);
         }
     }
 }
