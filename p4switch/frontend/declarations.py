@@ -172,9 +172,6 @@ class Declarations(Part):
     decl_control_type_decl = decl_parser_type_decl
 
     def decl_parser_decl(self, decl: PTree) -> None:
-        ctor = decl.children[1]
-        if kids(ctor) and kids(kids(ctor)[0]):
-            raise unsupported(self.pos(ctor), "constructor parameters of a parser or control")
         self.types[self.name(decl.children[0].children[1])] = ("block", decl)
 
     decl_control_decl = decl_parser_decl

@@ -163,7 +163,7 @@ class Inliner(Part):
             scope[pname] = Sym("var", t, var, readonly=True)
             out += self.fe.stmts.store_value(Value(ir.Var(var, t.to_ir()), t, lv=True), a, node, str(pos))
         saved = ctx.scopes, ctx.prefix
-        ctx.scopes, ctx.prefix = [self.fe.decls.globals, scope], sym.qname
+        ctx.scopes, ctx.prefix = [self.fe.decls.globals, sym.ctor or {}, scope], sym.qname
         for local in tree.children[2:-1]:
             out.extend(self.fe.stmts.local_decl(local, ctx))
         out.extend(self.without_returns(self.fe.stmts.block(tree.children[-1], ctx), sym, ctx))

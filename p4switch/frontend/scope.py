@@ -26,6 +26,7 @@ class Sym:
     tree: PTree | None = None
     control: str | None = None
     readonly: bool = False  # `in` and action-data parameters
+    ctor: dict[str, Sym] | None = None  # a sub-control instance: its constructor parameters by name
 
 
 @dataclass

@@ -26,7 +26,8 @@ class Statements(Part):
         name = self.name(head.children[1])
         if kids(head)[2:] and isinstance(head.children[2], Tree) and head.children[2].data == "type_params":
             raise unsupported(self.pos(head), f"generic {kind} declaration")
-        ctx = Ctx(name, kind, [self.fe.decls.globals, {}], prefix=name)
+        ctor = self.ctor_scope(decl, self.fe.v1.ctor_args.get(name, []), None, decl)
+        ctx = Ctx(name, kind, [self.fe.decls.globals, ctor, {}], prefix=name)
         for p in kids(head.children[3]):
             pname = self.name(p.children[3])
             t = self.fe.decls.resolve_type(p.children[2])
@@ -48,6 +49,28 @@ class Statements(Part):
             body.extend(self.local_decl(local, ctx))
         body.extend(self.block(decl.children[-1], ctx))
         return ir.Control(ctx.block, self.src(decl), tuple(ctx.params), tuple(ctx.locals), tuple(body))
+
+    def ctor_scope(self, decl: PTree, args: list[Node], ctx: Ctx | None, node: PTree) -> dict[str, Sym]:
+        """The constructor parameters of a parser or control (`control C(...)(bool b)`) bound to the
+        arguments of an instance: compile-time values, extern instances, control instances."""
+        params = kids(kids(decl.children[1])[0]) if kids(decl.children[1]) else []
+        missing = params[len(args) :]
+        if len(args) > len(params) or any(p.children[4] is None for p in missing):
+            raise type_error(self.pos(node), f"{len(params)} constructor arguments expected, got {len(args)}")
+        scope: dict[str, Sym] = {}
+        for p, arg in zip(params, [*args, *(p.children[4] for p in missing)], strict=True):
+            t = self.fe.decls.resolve_type(p.children[2])
+            v = self.fe.exprs.expr(arg, ctx)
+            if v.t.k == "subcontrol":
+                scope[self.name(p.children[3])] = v.extra["sym"]
+            elif "inst" in v.extra:
+                scope[self.name(p.children[3])] = Sym("inst", t, v.extra["inst"].name)
+            else:
+                v = self.fe.exprs.coerce(v, t, arg)
+                if v.const is None:
+                    raise type_error(self.pos(arg), "a constructor argument must be a compile-time constant")
+                scope[self.name(p.children[3])] = Sym("const", t, value=v)
+        return scope
 
     def declared(self, node: Node, ctx: Ctx) -> str:
         """The name a declaration introduces; refused if the same scope already has it."""
@@ -80,9 +103,9 @@ class Statements(Part):
             fq = self.fe.decls.fq(ctx.prefix, name, self.annos(node.children[0]))
             t = self.fe.decls.resolve_type(node.children[1])
             if t.k == "block":
-                if kids(node.children[2]):
-                    raise unsupported(self.pos(node), "constructor arguments of a control")
-                scope[name] = Sym("subcontrol", t, fq, tree=self.fe.decls.types[t.name][1])
+                decl = self.fe.decls.types[t.name][1]
+                ctor = self.ctor_scope(decl, kids(node.children[2]), ctx, node)
+                scope[name] = Sym("subcontrol", t, fq, tree=decl, ctor=ctor)
                 return []
             scope[name] = Sym("inst", t, fq)
             self.fe.v1.instantiate(t, kids(node.children[2]), fq, node, ctx, self.annos(node.children[0]))

@@ -102,6 +102,7 @@ class V1Model(Part):
         self.digests: dict[str, ir.DigestType] = {}
         self.meta_type = ""
         self.extern_annos: dict[str, dict[str, list[Any]]] = {}
+        self.ctor_args: dict[str, list[Node]] = {}  # the pipeline blocks' constructor arguments, by block
 
     def bind_pipeline(self) -> V1Switch:
         """`V1Switch(P(), VC(), I(), E(), CC(), D()) main;`: the six blocks and the types they share."""
@@ -123,6 +124,9 @@ class V1Model(Part):
             if not (isinstance(arg, Tree) and arg.data == "ctor_call" and isinstance(arg.children[0], Token)):
                 raise unsupported(self.pos(arg), "V1Switch argument other than `Block()`")
             bname = str(arg.children[0])
+            if bname in self.ctor_args and (self.ctor_args[bname] or kids(arg.children[1])):
+                raise unsupported(self.pos(arg), f"{bname} bound twice with constructor arguments")
+            self.ctor_args[bname] = kids(arg.children[1])
             kind, decl = self.fe.decls.types.get(bname, ("", None))
             if kind != "block":
                 raise type_error(self.pos(arg), f"{bname} is not a parser or control with a body")

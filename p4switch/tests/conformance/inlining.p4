@@ -1,7 +1,8 @@
 /* Inlined code as p4c lowers it: early returns in functions, in directly called actions and in applied
  * sub-controls; a sub-control applied twice; arguments bound in a table's actions list; run-time `/` and
  * `%` by powers of two; named arguments; a digest of a list; default parameter values; a control applied
- * by its type name; an extern instance and a list passed to a sub-control. Expected outputs are BMv2's. */
+ * by its type name; an extern instance passed to a sub-control; constructor parameters of sub-controls and
+ * of a pipeline block. Expected outputs are BMv2's. */
 #include <core.p4>
 #include <v1model.p4>
 
@@ -82,10 +83,22 @@ control Keep(inout t_t t, register<bit<8>> r, in pair_t p, in bit<8> k = 8w7) {
     }
 }
 
+// constructor parameters: one instance per set of values
+control AddTo(inout bit<8> v)(bit<8> amount, bool twice) {
+    apply {
+        v = v + amount;
+        if (twice) {
+            v = v + amount;
+        }
+    }
+}
+
 control I(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
     Step() step;
     Keep() keep;
     Keep() keep2;
+    AddTo(8w1, false) add_one;
+    AddTo(8w16, true) add_32;
     register<bit<8>>(4) reg;
 
     action with_default(out bit<8> x, in bit<8> y = 8w5) {
@@ -173,11 +186,20 @@ control I(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) 
         } else if (hdr.t.op == 10) {
             pair_t pr2 = { 8w10, 8w20 };
             keep2.apply(hdr.t, reg, pr2, 8w1);
+        } else if (hdr.t.op == 11) {
+            add_one.apply(hdr.t.c);
+            add_32.apply(hdr.t.d);
         }
     }
 }
 
-control E(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) { apply { } }
+control E(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm)(bit<8> mark) {
+    apply {
+        if (hdr.t.op == 11) {
+            hdr.t.e = mark;
+        }
+    }
+}
 control V(inout headers_t hdr, inout meta_t meta) { apply { } }
 control C(inout headers_t hdr, inout meta_t meta) { apply { } }
 control D(packet_out pk, in headers_t hdr) {
@@ -187,4 +209,4 @@ control D(packet_out pk, in headers_t hdr) {
     }
 }
 
-V1Switch(p = P(), vr = V(), ig = I(), eg = E(), ck = C(), dep = D()) main;
+V1Switch(p = P(), vr = V(), ig = I(), eg = E(8w0x5a), ck = C(), dep = D()) main;

@@ -294,3 +294,35 @@ def test_headers_are_whole_bytes(compile_error: Callable[..., P4Error]) -> None:
     )
     assert where(err) == ("prog.p4", 3, 8)
     assert err.message == "error: header eth_t is 108 bits wide, not whole bytes"
+
+
+def test_subcontrol_with_a_table_applied_twice_is_refused(compile_error: Callable[..., P4Error]) -> None:
+    """Its table exists once (p4c refuses such a program for BMv2); one without tables may be applied
+    twice (the conformance case inlining)."""
+    sub = (
+        "control S(inout bit<8> x) {\n"
+        "    table t { key = { x: exact; } actions = { NoAction; } }\n"
+        "    apply { t.apply(); }\n"
+        "}\n"
+    )
+    src = TEMPLATE.replace("control I(", sub + "control I(").replace(
+        "{BODY}", "    S() s;\n    apply { s.apply(meta.m8); s.apply(meta.m8); }"
+    )
+    err = compile_error(src)
+    assert (err.pos.line, err.pos.col) == (BODY_LINE + 5, 31)
+    assert err.message == (
+        "applying control instance I.s (with tables or externs) twice is not supported by p4switch"
+    )
+
+
+def test_action_bound_to_other_arguments_in_two_tables_is_refused(ingress_error: ErrorOf) -> None:
+    """One IR action per P4Info action: bound alike in two tables it is shared, bound otherwise refused."""
+    tables = "".join(
+        f"    table t{i} {{ key = {{ meta.m8: exact; }} actions = {{ a({arg}); }} }}\n"
+        for i, arg in ((1, "meta.m8"), (2, "meta.m8"), (3, "hdr.eth.type_[7:0]"))
+    )
+    action = "    action a(inout bit<8> v) { v = 1; }\n"
+    body = action + tables + "    apply { t1.apply(); t2.apply(); t3.apply(); }"
+    err = ingress_error(body)
+    assert where(err) == ("prog.p4", BODY_LINE + 3, 54)
+    assert err.message == "action I.a bound to other arguments elsewhere is not supported by p4switch"
