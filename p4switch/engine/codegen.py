@@ -730,14 +730,19 @@ class Codegen:
         paths = tuple(tuple(attr(p) for p in path) for path in s.field_list or ())
         self.out.line(f"X.clone({s.clone_type!r}, {session}, {paths!r})")
 
-    def call_resubmit(self, s: ir.Call, sc: Scope) -> None:
+    def call_resubmit(self, s: ir.Call, sc: Scope) -> None:  # deprecated resubmit(data): not in the IR
         raise self.error(s, "resubmit is not supported by p4switch")
 
-    def call_recirculate(self, s: ir.Call, sc: Scope) -> None:
+    def call_recirculate(self, s: ir.Call, sc: Scope) -> None:  # deprecated recirculate(data): neither
         raise self.error(s, "recirculate is not supported by p4switch")
 
-    call_resubmit_preserving_field_list = call_resubmit
-    call_recirculate_preserving_field_list = call_recirculate
+    def call_resubmit_preserving_field_list(self, s: ir.Call, sc: Scope) -> None:
+        paths = tuple(tuple(attr(p) for p in path) for path in s.field_list or ())
+        self.out.line(f"X.resubmit({paths!r})")
+
+    def call_recirculate_preserving_field_list(self, s: ir.Call, sc: Scope) -> None:
+        paths = tuple(tuple(attr(p) for p in path) for path in s.field_list or ())
+        self.out.line(f"X.recirculate({paths!r})")
 
     def packed(self, data: tuple[ir.Expr, ...], sc: Scope) -> str:
         """Python expression for the bytes of a field list, packed bit by bit as BMv2 does."""

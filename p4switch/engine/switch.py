@@ -17,7 +17,9 @@ from p4switch.engine.api import (
     DROP_PORT,
     PKT_INSTANCE_EGRESS_CLONE,
     PKT_INSTANCE_INGRESS_CLONE,
+    PKT_INSTANCE_RECIRC,
     PKT_INSTANCE_REPLICATION,
+    PKT_INSTANCE_RESUBMIT,
     TRACE,
     ActionCall,
     CloneSession,
@@ -43,6 +45,7 @@ from p4switch.engine.externs import (
 from p4switch.engine.tables import ActionInfo, ActionProfile, KeyField, Table, action_text
 
 MAX_CLONE_DEPTH = 4  # an E2E clone may clone again; bound it so a program cannot loop forever
+MAX_PASSES = 16  # resubmits and recirculations of one frame: a program that always asks cannot loop forever
 
 
 class Reject(Exception):  # noqa: N818 - a parser outcome, not an error of the engine
@@ -83,9 +86,16 @@ class ExternCtx:
         self.sm: Any = None
         self.payload = b""
         self.clone_req: tuple[str, int, tuple[tuple[str, ...], ...]] | None = None
+        # resubmit (ingress) or recirculate (egress): the metadata fields it preserves
+        self.again_req: tuple[tuple[str, ...], ...] | None = None
 
     def clone(self, clone_type: str, session: int, paths: tuple[tuple[str, ...], ...]) -> None:
         self.clone_req = (clone_type, session, paths)  # the last call wins, as in BMv2
+
+    def resubmit(self, paths: tuple[tuple[str, ...], ...]) -> None:
+        self.again_req = paths  # the last call wins, as in BMv2
+
+    recirculate = resubmit  # resubmit is asked in ingress, recirculate in egress: one request at a time
 
     def random(self, lo: int, hi: int) -> int:
         return self.rng.randint(lo, hi) if lo <= hi else lo
@@ -382,8 +392,9 @@ class V1Switch(ControlPlane):
                 self.log.exception("internal error processing a frame from port %d", ingress_port)
                 return []
 
-    def _parse(self, port: int, frame: bytes) -> tuple[Any, Any, Any, bytes]:
-        h, m, sm = self.new_headers(), self.new_meta(), self.new_sm()
+    def _parse(self, port: int, frame: bytes, m: Any = None) -> tuple[Any, Any, Any, bytes]:
+        h, sm = self.new_headers(), self.new_sm()
+        m = self.new_meta() if m is None else m
         sm.ingress_port = port
         sm.packet_length = len(frame)
         sm.ingress_global_timestamp = int((self.clock() - self.start_time) * 1e6) & 0xFFFFFFFFFFFF
@@ -406,26 +417,56 @@ class V1Switch(ControlPlane):
         tr = self.g["TR"] = self.log.isEnabledFor(TRACE)
         stats = self.stats
         stats["rx"] = stats.get("rx", 0) + 1
-        x = self.x
-        x.length = len(frame)
-        x.clone_req = None
-        x.meter_color = 0
         if tr:
             self._trace("packet in: port %d, %d bytes", port, len(frame))
-        h, m, sm, payload = self._parse(port, frame)
-        x.payload = payload
-        self.run_ingress(None, h, m, sm)
         out: list[tuple[int, bytes]] = []
-        req = x.clone_req
-        if req is not None and req[0] == "I2E":
-            self._ingress_clone(port, frame, m, req, out)
-        copies = self._traffic_manager(h, m, sm)
-        for eh, em, esm in copies:
-            self._egress(eh, em, esm, payload, out, 0, 0)
+        self.passes = 0
+        self._ingress(port, frame, out)
         stats["tx"] = stats.get("tx", 0) + len(out)
         if tr:
             self._trace("packet out: %s", [(p, len(f)) for p, f in out] or "dropped")
         return out
+
+    def _ingress(
+        self, port: int, frame: bytes, out: list[tuple[int, bytes]], again: tuple[int, Any] | None = None
+    ) -> None:
+        """Parser, ingress and the traffic manager for a frame; `again` (instance type, preserved
+        metadata) when it is a resubmitted or recirculated one."""
+        x = self.x
+        x.length = len(frame)
+        x.clone_req = None
+        x.again_req = None
+        x.meter_color = 0
+        h, m, sm, payload = self._parse(port, frame, again and again[1])
+        if again:
+            sm.instance_type = again[0]
+        x.payload = payload
+        self.run_ingress(None, h, m, sm)
+        req = x.clone_req
+        if req is not None and req[0] == "I2E":
+            self._ingress_clone(port, frame, m, req, out)
+        if x.again_req is not None:  # resubmit: the frame as it came, the preserved fields kept
+            self._again(port, frame, out, PKT_INSTANCE_RESUBMIT, self._preserved_meta(m, x.again_req))
+            return
+        copies = self._traffic_manager(h, m, sm)
+        for eh, em, esm in copies:
+            self._egress(eh, em, esm, payload, out, 0, 0)
+
+    def _again(
+        self, port: int, frame: bytes, out: list[tuple[int, bytes]], instance_type: int, m: Any
+    ) -> None:
+        """A resubmitted or recirculated frame goes through ingress again (bounded per received frame)."""
+        kind = "resubmit" if instance_type == PKT_INSTANCE_RESUBMIT else "recirculate"
+        if self.passes >= MAX_PASSES:
+            self.bump(kind + "_limit")
+            if self.g["TR"]:
+                self._trace("%s: more than %d passes, dropped", kind, MAX_PASSES)
+            return
+        self.passes += 1
+        self.bump(kind)
+        if self.g["TR"]:
+            self._trace("%s: %d bytes back to the parser", kind, len(frame))
+        self._ingress(port, frame, out, (instance_type, m))
 
     def _traffic_manager(self, h: Any, m: Any, sm: Any) -> list[tuple[Any, Any, Any]]:
         """The egress copies of a packet after ingress: multicast replicas, the unicast copy or none."""
@@ -499,6 +540,7 @@ class V1Switch(ControlPlane):
         x.length = sm.packet_length
         x.payload = payload
         sm.egress_spec = 0
+        x.again_req = None
         if self.run_egress is not None:
             sm.egress_global_timestamp = int((self.clock() - self.start_time) * 1e6) & 0xFFFFFFFFFFFF
             self.run_egress(None, h, m, sm)
@@ -528,6 +570,7 @@ class V1Switch(ControlPlane):
             if self.g["TR"]:
                 self._trace("egress: dropped (mark_to_drop in egress)")
             return
+        again = x.again_req
         x.payload = payload
         pk = self.deparse_ctx
         pk.out = chunks = []
@@ -536,6 +579,9 @@ class V1Switch(ControlPlane):
         data = b"".join(chunks)
         if truncate:
             data = data[:truncate]
+        if again is not None:  # recirculate: the deparsed frame back to the parser
+            self._again(sm.ingress_port, data, out, PKT_INSTANCE_RECIRC, self._preserved_meta(m, again))
+            return
         out.append((sm.egress_port, data))
 
 

@@ -29,6 +29,8 @@ _EXTERN_FN_HANDLERS = {
     "clone": "fn_clone",
     "clone_preserving_field_list": "fn_clone",
     "clone3": "fn_clone3",
+    "resubmit_preserving_field_list": "fn_again",
+    "recirculate_preserving_field_list": "fn_again",
     "hash": "fn_hash",
     "random": "fn_random",
     "digest": "fn_digest",
@@ -50,6 +52,8 @@ _EXTERN_FN_ARITY = {
     "mark_to_drop": 1,
     "clone": 2,
     "clone_preserving_field_list": 3,
+    "resubmit_preserving_field_list": 1,
+    "recirculate_preserving_field_list": 1,
     "clone3": 3,
     "hash": 5,
     "random": 3,
@@ -270,6 +274,13 @@ class V1Model(Part):
                 raise type_error(self.pos(c.nodes[2]), "the field list index must be a constant")
             field_list = self.field_list_paths(self.meta_type, int(index))
         return ir.Call(c.name, clone_type, args=(session,), field_list=field_list, src=str(c.pos))
+
+    def fn_again(self, c: _ExternCall) -> ir.Stmt:
+        """resubmit/recirculate_preserving_field_list(index): the user-metadata fields of that field list."""
+        index = self.fe.exprs.coerce(c.args[0], bit(8), c.nodes[0]).const
+        if index is None:
+            raise type_error(self.pos(c.nodes[0]), "the field list index must be a constant")
+        return ir.Call(c.name, field_list=self.field_list_paths(self.meta_type, int(index)), src=str(c.pos))
 
     def fn_hash(self, c: _ExternCall) -> ir.Stmt:
         args, nodes = c.args, c.nodes

@@ -37,10 +37,11 @@ def test_unsupported_varbit_field(compile_error: Callable[..., P4Error]) -> None
     assert err.message == "varbit is not supported by p4switch"
 
 
-def test_unsupported_resubmit(ingress_error: ErrorOf) -> None:
-    err = ingress_error("    apply {\n        resubmit_preserving_field_list(1);\n    }")
-    assert where(err) == ("prog.p4", BODY_LINE + 1, 9)
-    assert err.message == "extern function resubmit_preserving_field_list is not supported by p4switch"
+def test_resubmit_needs_a_constant_field_list(ingress_error: ErrorOf) -> None:
+    """(resubmit itself runs: the conformance case resubmit_recirculate)"""
+    err = ingress_error("    apply {\n        resubmit_preserving_field_list(meta.m8);\n    }")
+    assert where(err) == ("prog.p4", BODY_LINE + 1, 40)
+    assert err.message == "error: the field list index must be a constant"
 
 
 def test_unknown_name(ingress_error: ErrorOf) -> None:
