@@ -187,20 +187,23 @@ class Calls(Part):
             return []
         raise type_error(self.pos(node), f"cannot emit {v.t}")
 
-    def flatten(self, v: Value, node: Node) -> list[Value]:
-        """The bit fields of a {...} list, struct or header, in order (hash, checksum, digest, log data)."""
+    def flatten(self, v: Value, node: Node, log: bool = False) -> list[Value]:
+        """The bit fields of a {...} list, struct or header, in order (hash, checksum, digest, log data;
+        log_msg also prints enum and error values, as their numbers)."""
         if v.t.k == "list":
             return [
                 x
                 for item, n in zip(v.extra["items"], v.extra["nodes"], strict=True)
-                for x in self.flatten(item, n)
+                for x in self.flatten(item, n, log)
             ]
         if v.t.k in ("struct", "header"):
             return [
                 x
                 for fname, ft in self.fe.decls.members(v.t)
-                for x in self.flatten(self.fe.exprs.member_value(v, fname, ft), node)
+                for x in self.flatten(self.fe.exprs.member_value(v, fname, ft), node, log)
             ]
+        if log and v.t.k in ("enum", "error"):
+            return [v]
         if v.t.k == "infint":
             raise type_error(
                 self.pos(node), "cannot infer the width of an integer literal here; give it a width"

@@ -321,7 +321,9 @@ class V1Model(Part):
         if not c.args or c.args[0].t != STRING:
             raise type_error(c.pos, "log_msg needs a format string")
         data = [
-            x.expr for a, n in zip(c.args[1:], c.nodes[1:], strict=True) for x in self.fe.calls.flatten(a, n)
+            x.expr
+            for a, n in zip(c.args[1:], c.nodes[1:], strict=True)
+            for x in self.fe.calls.flatten(a, n, log=True)
         ]
         return ir.Call(c.name, format=str(c.args[0].const), args=tuple(data), src=str(c.pos))
 
