@@ -30,6 +30,11 @@ BASIC_SWITCH_PORTS = 8
 """runptf.sh binds ports 0..7 to veth0, veth2, .. veth14 (veth_setup.sh makes the pairs)"""
 
 
+HANG = 1800
+"""pytest-timeout for a tutorial test: it bounds a hang; p4c, veths, a switch and a PTF run took over
+600 s at load average 25."""
+
+
 @pytest.fixture(scope="module")
 def client() -> Path:
     return tut.client_env()
@@ -55,6 +60,7 @@ def run(argv: list[str], cwd: Path, env: dict[str, str], timeout: float = 300) -
     return done.stdout + done.stderr
 
 
+@pytest.mark.timeout(HANG)
 def test_basic_ptf_test_passes_with_runptf_steps(tutorials: Path, env: dict[str, str], client: Path) -> None:
     basic = tutorials / "exercises" / "basic"
     (basic / "logs").mkdir()  # `make test` runs `dirs` first; the test logs its P4Runtime requests there
@@ -84,6 +90,7 @@ def test_basic_ptf_test_passes_with_runptf_steps(tutorials: Path, env: dict[str,
     assert re.search(r"Sending packet of length \d+ on port \d: [0-9a-f]{28}", log)
 
 
+@pytest.mark.timeout(HANG)
 def test_basic_pod_topo_make_run_pings_every_host(tutorials: Path, env: dict[str, str]) -> None:
     basic = tutorials / "exercises" / "basic"
     topo, _ = tut.run_command(basic, env)
@@ -111,6 +118,7 @@ def exercises(tutorials: Path) -> list[Path]:
     return sorted(p for p in (tutorials / "exercises").iterdir() if (p / "Makefile").is_file())
 
 
+@pytest.mark.timeout(HANG)
 def test_every_exercise_builds_and_its_solution_takes_its_runtime_config(
         tutorials: Path, env: dict[str, str], client: Path, tmp_path: Path) -> None:
     found = exercises(tutorials)

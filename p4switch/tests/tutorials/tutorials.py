@@ -112,8 +112,9 @@ def contained(ns: str, argv: list[str]) -> list[str]:
     return in_namespace(ns, ["unshare", "--pid", "--fork", "--kill-child", "--mount-proc", *argv])
 
 
-def stop(proc: subprocess.Popen[Any], timeout: float = 10) -> int:
-    """SIGTERM by pid, SIGKILL if it does not exit within ``timeout``; the exit status."""
+def stop(proc: subprocess.Popen[Any], timeout: float = 120) -> int:
+    """SIGTERM by pid, SIGKILL if it does not exit within ``timeout``; the exit status. The timeout
+    bounds a hang: a switch stopping cleanly took over 10 s at load average 25."""
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
     try:
