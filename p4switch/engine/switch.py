@@ -290,7 +290,9 @@ class V1Switch(ControlPlane):
                 selector.max_group_size if selector else 0,
             )
         for t in self.program.tables:
-            keys = [KeyField(k.name, k.match, gen.width(k.type)) for k in t.keys if k.match != "selector"]
+            keys = [
+                KeyField(k.name, k.match, self._key_width(gen, k)) for k in t.keys if k.match != "selector"
+            ]
             for k in keys:
                 if k.kind not in ("exact", "ternary", "lpm", "range", "optional"):
                     raise ProgramError(f"{t.src}: match kind {k.kind} is not supported by p4switch")
@@ -320,6 +322,11 @@ class V1Switch(ControlPlane):
             self.g[f"TBL{tid}"] = table
             self.g[f"TBL{tid}_lookup"] = table.lookup
             self.tables[t.name] = table
+
+    @staticmethod
+    def _key_width(gen: Codegen, key: ir.TableKey) -> int:
+        """Bits of a key; an error key holds the error's number (32 bits, as BMv2 stores errors)."""
+        return 32 if isinstance(key.type, ir.TError) else gen.width(key.type)
 
     def _new_meter(self) -> Meter:
         return Meter(self.clock)

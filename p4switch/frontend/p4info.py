@@ -277,6 +277,8 @@ def build(program: ir.Program, x: Extras, ids: Ids) -> p4i.P4Info:
         annotate(msg.preamble, x.headers[name])
         for i, hf in enumerate(h.fields, 1):
             msg.metadata.add(id=i, name=hf.name, bitwidth=hf.w)
+    if any(isinstance(k.type, ir.TError) for t in program.tables if t.name in listed for k in t.keys):
+        info.type_info.error.members.extend(program.errors)  # p4c describes the error type a key uses
     info.type_info.SetInParent()  # p4c writes it, empty or not
     return info
 
@@ -289,7 +291,8 @@ def _table(
     key_annos = x.keys.get(t.name, [{}] * len(t.keys))
     keys = [(k, annos) for k, annos in zip(t.keys, key_annos, strict=True) if k.match != "selector"]
     for i, (k, annos) in enumerate(keys, 1):
-        field = msg.match_fields.add(id=i, name=k.name, bitwidth=ir.width(k.type), match_type=_MATCH[k.match])
+        width = 0 if isinstance(k.type, ir.TError) else ir.width(k.type)  # p4c gives an error none
+        field = msg.match_fields.add(id=i, name=k.name, bitwidth=width, match_type=_MATCH[k.match])
         annotate(field, annos)
     for a in (a for a in t.actions if a.name not in hidden):
         ref = msg.action_refs.add(id=ids[(ACTION, a.name)], scope=_SCOPE[a.scope])

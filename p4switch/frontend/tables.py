@@ -81,8 +81,10 @@ class Tables(Part):
         kind = self.name(k.children[1])
         if kind not in self.fe.decls.match_kinds:
             raise type_error(self.pos(k.children[1]), f"unknown match kind {kind}")
-        if not (v.t.is_bits or v.t.k == "bool"):
+        if not (v.t.is_bits or v.t.k in ("bool", "error")):
             raise type_error(self.pos(k.children[0]), f"table key of type {v.t}")
+        if v.t.k == "error" and kind != "exact":
+            raise unsupported(self.pos(k.children[1]), f"{kind} match on an error")
         annos = self.annos(k.children[2])
         name = annos["name"][0] if annos.get("name") else self.key_name(k.children[0], ctx)
         t = bit(1) if v.t.k == "bool" else v.t
@@ -288,6 +290,8 @@ class Tables(Part):
         return tuple(ordered)
 
     def entry_match(self, el: PTree, key: ir.TableKey, ctx: Ctx) -> ir.EntryMatch:
+        if isinstance(key.type, ir.TError):  # as p4c for BMv2
+            raise unsupported(self.pos(el), "a const entry on an error key")
         kt = from_ir(key.type)
         kind = key.match
         full = (1 << kt.w) - 1

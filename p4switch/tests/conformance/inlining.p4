@@ -2,7 +2,7 @@
  * sub-controls; a sub-control applied twice; arguments bound in a table's actions list; run-time `/` and
  * `%` by powers of two; named arguments; a digest of a list; default parameter values; a control applied
  * by its type name; an extern instance passed to a sub-control; constructor parameters of sub-controls and
- * of a pipeline block. Expected outputs are BMv2's. */
+ * of a pipeline block; a table keyed on an error. Expected outputs are BMv2's. */
 #include <core.p4>
 #include <v1model.p4>
 
@@ -153,8 +153,21 @@ control I(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) 
         default_action = note(classify(hdr.t.b), 8w1);
     }
 
+    // keyed on an error (p4c allows no const entries for it; the control plane's are numbers)
+    action note_error(bit<16> v) {
+        hdr.eth.type_ = v;
+    }
+    table error_t {
+        key = { sm.parser_error: exact; }
+        actions = { note_error; }
+        default_action = note_error(16w0xee);
+    }
+
     apply {
         sm.egress_spec = 1;
+        if (!hdr.t.isValid()) {
+            error_t.apply();
+        }
         if (hdr.t.op == 1) {
             hdr.t.c = classify(hdr.t.a);
             hdr.t.d = classify(hdr.t.b);
