@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from p4switch.engine import Switch
+from p4switch.engine import loader
 from p4switch.engine.switch import MAX_PASSES
 from p4switch.frontend import compile_file
 
@@ -43,7 +43,7 @@ FRAME = bytes(12) + b"\x88\xb5"
 def test_passes_are_bounded_and_counted(tmp_path: Path, kind: str, ingress: str, egress: str) -> None:
     source = tmp_path / "loop.p4"
     source.write_text(PROGRAM.replace("INGRESS", ingress).replace("EGRESS", egress))
-    switch = Switch.load(compile_file(source).program)
+    switch = loader.load(compile_file(source).program)
     out = switch.process(0, FRAME)
     if "meta.n < 5" in egress:  # four recirculations, then out with the count the field list kept
         assert out == [(1, bytes(12) + b"\x00\x05")]
