@@ -105,9 +105,9 @@ class IbsecTest(P4RuntimeTest):
         match = {"meta.dst_id": (dst_id(destination), prefix_len)}
         self.insert_table_entry("routes_table", match, "forward", {"port": port})
 
-    def add_group_route(self, destination: str, ports: list[int], prefix_len: int = 80) -> None:
+    def add_group_route(self, destination: str, ports: list[int], prefix_len: int = 80) -> int:
         """routes_table: ``destination`` to a new group over ``ports`` (ECMP or adaptive), its members in
-        route_groups_table."""
+        route_groups_table (member i: ``ports[i]``); returns the group's id."""
         group = next(self._ids)
         for member, port in enumerate(ports):
             members = {"meta.route_group": group, "meta.route_member": member}
@@ -115,6 +115,7 @@ class IbsecTest(P4RuntimeTest):
         match = {"meta.dst_id": (dst_id(destination), prefix_len)}
         params = {"group": group, "members": len(ports)}
         self.insert_table_entry("routes_table", match, "forward_to_group", params)
+        return group
 
     def add_offsite_routes_table_entry(self, prefix: str, prefix_len: int, port: int) -> None:
         """A route for destinations outside the site (whole 128-bit address)."""

@@ -56,6 +56,27 @@ class EcmpSpreadsFlows(RoutingTest):
         self.assertEqual(self.ports_used(flows), first, "a flow changed path")
 
 
+class GroupMemberMissing(RoutingTest):
+    """A flow whose member of its group has no route_groups_table entry is dropped and counted as
+    unrouted; the group's other flows keep their port (the member is the flow's hash, not a fallback)."""
+
+    def runTest(self) -> None:
+        group = self.add_group_route(gid(0x20), SPREAD_PORTS)
+        flows = [bytes(build_rc_send(dst=gid(0x20), dest_qp=0x200 + n, flow_label=n)) for n in range(24)]
+        before = self.ports_used(flows)
+        member = {"meta.route_group": group, "meta.route_member": 1}  # SPREAD_PORTS[1]
+        self.delete(self.p4info.table_entry("route_groups_table", member, "forward",
+                                            {"port": SPREAD_PORTS[1]}))
+        unrouted = self.drops("NO_ROUTE")
+        for frame, port in zip(flows, before, strict=True):
+            self.send(IN_PORT, frame)
+            if port != SPREAD_PORTS[1]:
+                self.verify_forwarded(frame, port)
+        self.verify_dropped()
+        self.assertEqual(self.drops("NO_ROUTE"), unrouted + before.count(SPREAD_PORTS[1]))
+        self.assertGreater(before.count(SPREAD_PORTS[1]), 0)
+
+
 class AdaptiveSpreadsPackets(RoutingTest):
     """With per-packet spreading on, consecutive packets of ONE flow use every next hop of the group;
     with it off (the default) the same flow stays on one."""
