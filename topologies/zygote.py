@@ -57,7 +57,9 @@ CLONE_NEWNET = 0x40000000
 STOP_GRACE = 10.0
 EXEC_FAILED = 127
 ENTRY_FAILED = 70
-SPAWN_TIMEOUT = 60.0
+SPAWN_TIMEOUT = 300.0
+"""Bounds a hang of the zygote, not its speed: its first imports from a fresh clone's venv took over 60 s
+at load average 20."""
 
 PRELOAD = ("p4switch.cli", "ibsec.agent.daemon")
 """What a fabric's zygote imports before it forks: the switch process and the agent."""

@@ -144,7 +144,7 @@ def test_status_and_policy_commands(fabric: ProcessFabric) -> None:
 
 def _sm(*args: str) -> str:
     done = subprocess.run([sys.executable, "-m", "ibsm.cli", *args], capture_output=True, text=True,
-                          timeout=60)
+                          timeout=180)  # a hang bound: the CLI's imports alone are slow on a loaded machine
     assert done.returncode == 0, done.stderr
     return done.stdout
 
