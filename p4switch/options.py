@@ -91,7 +91,8 @@ def _general(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--max-port-count", type=int, default=512, metavar="N",
                    help="most interfaces that can be bound (default 512)")
     g.add_argument("--debugger", action="store_true", help="accepted; see the note it logs")
-    parser.add_argument("program", nargs="?", help="the program: JSON from p4switch-cc (or --no-p4)")
+    parser.add_argument("program", nargs="?",
+                        help="the program: p4switch-cc's IR JSON or p4c-bm2-ss's BMv2 JSON (or --no-p4)")
 
 
 def _target(parser: argparse.ArgumentParser) -> None:

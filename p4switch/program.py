@@ -2,10 +2,8 @@
 and for SetForwardingPipelineConfig.
 
 A format is a test on the parsed JSON document and a loader from the program's bytes to an engine
-switch. Today p4switch runs p4switch-cc's IR (docs/p4switch-ir.md). BMv2's JSON, what p4c-bm2-ss writes
-(../shared/p4lang/docs/bmv2-JSON_format.md), is recognised so that it is refused with a message saying
-what to do instead of "not p4switch IR"; its loader replaces :func:`_refuse_bmv2` and sets
-:data:`BMV2_JSON_VERSION` when it lands."""
+switch: p4switch-cc's IR (docs/p4switch-ir.md), and BMv2's JSON, what p4c-bm2-ss writes (BMv2's
+docs/JSON_format.md), read into the same IR by p4switch.bmv2json."""
 
 from __future__ import annotations
 
@@ -15,11 +13,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from p4switch import bmv2json
 from p4switch.engine import api as engine
 from p4switch.engine import loader
 
-BMV2_JSON_VERSION: str | None = None
-"""The newest BMv2 JSON version (``major.minor``) p4switch loads; None while it loads none."""
+BMV2_JSON_VERSION: str = bmv2json.NEWEST_VERSION
+"""The newest BMv2 JSON version (``major.minor``) p4switch loads."""
 
 
 @dataclass(frozen=True)
@@ -33,19 +32,24 @@ def _load_ir(program: bytes, _doc: dict[str, Any], log: logging.Logger) -> engin
     return loader.load(program, log=log)
 
 
-def _refuse_bmv2(_program: bytes, doc: dict[str, Any], _log: logging.Logger) -> engine.Switch:
+def _load_bmv2(_program: bytes, doc: dict[str, Any], log: logging.Logger) -> engine.Switch:
+    try:
+        program = bmv2json.load(doc, _compiler(doc))
+    except bmv2json.BMv2JsonError as exc:
+        raise engine.ProgramError(f"BMv2 JSON: {exc}") from None
+    return engine.Switch.load(program, log=log)
+
+
+def _compiler(doc: dict[str, Any]) -> str:
+    """What the program is called in logs: BMv2 JSON has no source name, p4c names itself."""
     meta = doc.get("__meta__")
-    meta = meta if isinstance(meta, dict) else {}
-    version = ".".join(str(v) for v in meta.get("version", [])) or "unknown"
-    raise engine.ProgramError(
-        f"program is BMv2 JSON (version {version}, from {meta.get('compiler') or 'p4c-bm2-ss'}), which "
-        "p4switch does not load yet: compile the P4 source with p4switch-cc (`p4switch aliases DIR` "
-        "installs it as p4c and p4c-bm2-ss)")
+    version = ".".join(str(v) for v in meta.get("version", [])) if isinstance(meta, dict) else ""
+    return f"BMv2 JSON {version}".strip()
 
 
 FORMATS = (
     ProgramFormat("p4switch-ir", lambda doc: doc.get("format") == "p4switch-ir", _load_ir),
-    ProgramFormat("bmv2-json", lambda doc: "header_types" in doc and "pipelines" in doc, _refuse_bmv2),
+    ProgramFormat("bmv2-json", lambda doc: "header_types" in doc and "pipelines" in doc, _load_bmv2),
 )
 
 

@@ -1,6 +1,6 @@
 """p4_device_config as BMv2's P4Runtime server reads it: the program JSON itself or PI's
 p4.tmp.P4DeviceConfig around it (what p4lang/tutorials' client sends); the P4Info is still checked against
-the program, and a program p4switch cannot run is refused with what to do instead."""
+the program, and a program p4switch cannot run is refused naming what it cannot run."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from p4switch.tests.runtime.harness import update
 from p4switch.tests.runtime.test_p4runtime_l2 import dmac_entry, frame_to
 
 HOST = bytes.fromhex("02000000000b")
-BMV2_JSON = json.dumps({"header_types": [], "headers": [], "parsers": [], "pipelines": [],
-                        "__meta__": {"version": [2, 23], "compiler": "https://github.com/p4lang/p4c"}})
+L2FWD_BMV2 = harness.HERE.parent / "bmv2json" / "data" / "l2fwd.bmv2.json"
+"""l2fwd.p4 as p4c-bm2-ss lays it out, written by hand: the same names as p4switch-cc's P4Info."""
 
 
 def with_config(program: harness.Program, config: bytes) -> harness.Program:
@@ -85,7 +85,21 @@ def test_p4info_of_another_program_is_refused_inside_the_wrapper(switch: harness
     assert "does not match the device config" in refusal(switch, program)
 
 
-def test_bmv2_json_is_refused_with_what_to_do_instead(switch: harness.InProcessSwitch,
-                                                      l2fwd: harness.Program) -> None:
-    message = refusal(switch, with_config(l2fwd, device_config.wrap(BMV2_JSON.encode())))
-    assert "BMv2 JSON (version 2.23" in message and "p4switch-cc" in message
+def test_bmv2_json_in_p4deviceconfig_runs_with_its_p4info(switch: harness.InProcessSwitch,
+                                                          l2fwd: harness.Program) -> None:
+    """What p4lang/tutorials' client sends: p4c's BMv2 JSON inside P4DeviceConfig (here the hand-written
+    l2fwd, checked against p4switch-cc's P4Info of l2fwd.p4)."""
+    wrapped = device_config.wrap(L2FWD_BMV2.read_bytes())
+    with harness.primary_client(switch.address, with_config(l2fwd, wrapped)) as client:
+        client.write(update(p4r.Update.INSERT, table_entry=dmac_entry(l2fwd, HOST, b"\x02")))
+        switch.inject(1, frame_to(HOST))
+        assert switch.expect_sent() == (2, frame_to(HOST))
+
+
+def test_bmv2_json_p4switch_cannot_run_is_refused_naming_the_construct(
+        switch: harness.InProcessSwitch, l2fwd: harness.Program) -> None:
+    doc = json.loads(L2FWD_BMV2.read_text())
+    doc["extern_instances"] = [{"name": "MyIngress.x", "id": 0, "type": "my_extern", "attribute_values": []}]
+    message = refusal(switch, with_config(l2fwd, device_config.wrap(json.dumps(doc).encode())))
+    expected = "BMv2 JSON: extern_instances (MyIngress.x): extern my_extern is not supported by p4switch"
+    assert expected in message
