@@ -6,7 +6,8 @@ PYTEST_ARGS ?=
 # benchmark modules, each runnable as `python -m MODULE`; every part adds its own
 BENCHES ?= p4switch.bench p4switch.runtime.bench p4switch.frontend.bench ibsec.bench_transport ibsec.bench_skc ibsm.bench ibsec.agent.bench
 
-.PHONY: help setup lint test bench demo eval fuzz scale wireshark clean conformance conformance-docs
+.PHONY: help setup lint test bench demo eval fuzz scale wireshark clean conformance conformance-docs \
+	conformance-bmv2 conformance-bmv2-docs
 
 help: ## print this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -52,12 +53,22 @@ conformance: setup ## p4c's test corpus through p4switch (P4C_SAMPLES=DIR): summ
 conformance-docs: setup ## regenerate docs/conformance.md and its baseline docs/conformance.json from P4C_SAMPLES
 	$(PY) -m p4switch.conformance $(P4C_SAMPLES) --report $(BUILD)/conformance --docs docs/conformance.md --write-baseline docs/conformance.json $(CONFORMANCE_ARGS)
 
+# the corpus the other way: the real p4c-bm2-ss compiles each program, p4switch runs its BMv2 JSON
+P4C_BM2_SS ?= $(firstword $(shell command -v p4c-bm2-ss) $(wildcard ../shared/p4lang/bin/p4c-bm2-ss))
+conformance-bmv2: setup ## p4c-bm2-ss's BMv2 JSON of P4C_SAMPLES through p4switch: build/conformance-bmv2/report.*
+	$(PY) -m p4switch.conformance $(P4C_SAMPLES) --bmv2-json --p4c $(P4C_BM2_SS) --timeout 400 --report $(BUILD)/conformance-bmv2 --baseline docs/conformance-bmv2.json $(CONFORMANCE_ARGS)
+
+conformance-bmv2-docs: setup ## regenerate the BMv2 JSON section of docs/conformance.md and docs/conformance-bmv2.json
+	$(PY) -m p4switch.conformance $(P4C_SAMPLES) --bmv2-json --p4c $(P4C_BM2_SS) --timeout 400 --report $(BUILD)/conformance-bmv2 --docs docs/conformance.md --write-baseline docs/conformance-bmv2.json $(CONFORMANCE_ARGS)
+
 # ---- data plane: p4src/ and ptf-tests/ ----------------------------------------------------------------
 P4_SOURCES := $(wildcard p4src/*.p4 p4src/include/*.p4)
 BUILD ?= build
 P4SWITCH_CC := $(VENV)/bin/p4switch-cc
 ifeq ($(TARGET),bmv2)
 P4C := p4c-bm2-ss --arch v1model
+else ifeq ($(TARGET),p4switch-bmv2json)
+P4C := $(P4C_BM2_SS) --arch v1model
 else
 P4C := $(P4SWITCH_CC)
 endif

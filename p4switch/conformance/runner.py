@@ -250,9 +250,11 @@ def run_all(
     timeout: float,
     workdir: Path,
     p4c: str | None = None,
+    bmv2_json: bool = False,
     on_done: Callable[[Outcome], None] = lambda outcome: None,
 ) -> list[Outcome]:
-    """Every program through a pool of ``jobs`` workers; a program over ``timeout`` seconds, or whose
+    """Every program through a pool of ``jobs`` workers (with ``bmv2_json``: p4c compiles each program and
+    p4switch runs its BMv2 JSON instead of p4switch-cc's output); a program over ``timeout`` seconds, or whose
     worker dies, is recorded as timed out or crashed in the phase it was in, and its worker replaced."""
     queue = deque(programs)
     outcomes = {p.name: Outcome(p) for p in programs}
@@ -269,6 +271,7 @@ def run_all(
                         if program.reference_p4info
                         else None,
                         "p4c": p4c,
+                        "bmv2_json": bmv2_json,
                         "workdir": str(workdir),
                     }
                     pool.start(outcomes[program.name], job)
