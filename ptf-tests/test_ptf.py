@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from p4switch import targets
+from p4switch.tests.bmv2json.test_bmv2json_p4c import NO_P4C, find_p4c
 
 sys.path.insert(0, str(Path(__file__).parent / "lib"))
 
@@ -23,11 +24,30 @@ from dataplane_harness import ROOT, VENV_BIN, running_switch, unavailable  # noq
 PORTS = list(range(1, 9))
 PTF_TIMEOUT = 540  # bounds a hung run (below pytest's 600 s per test), not a slow one
 VERIFY_TIMEOUT = 30  # seconds a positive verify waits for its frame: it comes in milliseconds, on any load
+BMV2_JSON_TESTS = "parsing partition port_marking packetio"
+"""The PTF groups run from p4c's BMv2 JSON (PTF_TESTS overrides): the parser, the P_Key filters, the
+marking and the CPU port; the whole suite runs on p4switch-cc's output."""
 
 
 def test_ptf_suite(tmp_path: Path) -> None:
     """Every PTF test in ptf-tests/tests passes against the target."""
-    target = targets.from_env()
+    run_suite(targets.from_env(), tmp_path)
+
+
+def test_ptf_suite_on_p4switch_from_p4c_bmv2_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """PTF groups on p4switch running the BMv2 JSON the real p4c-bm2-ss writes for p4src/main.p4
+    (skipped, with the reason, where p4c-bm2-ss is neither on PATH nor runnable in ../shared/p4lang/bin)."""
+    if os.environ.get("TARGET", "p4switch") != "p4switch":
+        pytest.skip("runs once, beside the default target")
+    p4c = find_p4c()
+    if p4c is None:
+        print(f"SKIP: {NO_P4C}")
+        pytest.skip(NO_P4C)
+    monkeypatch.setenv("PATH", f"{Path(p4c).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    run_suite(targets.Target("p4switch-bmv2json", "p4c-bm2-ss", "p4switch"), tmp_path, BMV2_JSON_TESTS)
+
+
+def run_suite(target: targets.Target, tmp_path: Path, tests: str = "") -> None:
     if reason := unavailable(target):
         print(f"SKIP: {reason}")
         pytest.skip(reason)
@@ -39,7 +59,7 @@ def test_ptf_suite(tmp_path: Path) -> None:
         command = [str(VENV_BIN / "ptf"), "--test-dir", str(ROOT / "ptf-tests" / "tests"),
                    "--pypath", str(ROOT / "ptf-tests" / "lib"), *interfaces, "--test-params", params,
                    "--log-file", str(tmp_path / "ptf.log"), "--default-timeout", str(VERIFY_TIMEOUT),
-                   "--default-negative-timeout", "0.3", *os.environ.get("PTF_TESTS", "").split()]
+                   "--default-negative-timeout", "0.3", *os.environ.get("PTF_TESTS", tests).split()]
         result = subprocess.run(command, capture_output=True, text=True, timeout=PTF_TIMEOUT, cwd=tmp_path)
         print(result.stdout[-6000:], result.stderr[-6000:])
         if result.returncode != 0:

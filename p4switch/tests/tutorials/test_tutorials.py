@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from p4switch import targets
+from p4switch.tests.bmv2json.test_bmv2json_p4c import NO_P4C
 from p4switch.tests.tutorials import tutorials as tut
 
 pytestmark = pytest.mark.skipif(tut.missing() is not None, reason=tut.missing() or "")
@@ -90,8 +91,24 @@ def test_basic_ptf_test_passes_with_runptf_steps(tutorials: Path, env: dict[str,
     assert re.search(r"Sending packet of length \d+ on port \d: [0-9a-f]{28}", log)
 
 
+@pytest.fixture(params=["p4switch-cc", "real p4c-bm2-ss"])
+def make_env(request: pytest.FixtureRequest, tmp_path: Path, client: Path) -> dict[str, str]:
+    """The tutorials' Makefile compiling with p4switch-cc, and with the real p4c-bm2-ss (on PATH or in
+    ../shared/p4lang/bin) whose BMv2 JSON p4switch loads; that one is skipped, with the reason, without it."""
+    tools = tut.p4switch_aliases(tmp_path / "bin")
+    if request.param != "p4switch-cc":
+        real = tut.real_p4c_bm2_ss()
+        if real is None:
+            print(f"SKIP: {NO_P4C}")
+            pytest.skip(NO_P4C)
+        (tools / "p4c-bm2-ss").unlink()
+        (tools / "p4c-bm2-ss").symlink_to(real)
+    return tut.tool_path(tools, client)
+
+
 @pytest.mark.timeout(HANG)
-def test_basic_pod_topo_make_run_pings_every_host(tutorials: Path, env: dict[str, str]) -> None:
+def test_basic_pod_topo_make_run_pings_every_host(tutorials: Path, make_env: dict[str, str]) -> None:
+    env = make_env
     basic = tutorials / "exercises" / "basic"
     topo, _ = tut.run_command(basic, env)
     hosts = len(re.findall(r'"h\d+":', (basic / topo).read_text()))

@@ -23,6 +23,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from p4switch.tests.bmv2json.test_bmv2json_p4c import find_p4c
+
 REPO = Path(__file__).resolve().parents[3]
 TUTORIALS = REPO.parent / "shared" / "p4lang" / "tutorials"
 REFERENCE_BIN = REPO.parent / "shared" / "p4lang" / "bin"
@@ -81,6 +83,12 @@ def p4switch_aliases(directory: Path) -> Path:
     """p4c, p4c-bm2-ss and simple_switch_grpc running p4switch, made by `p4switch aliases`."""
     subprocess.run([str(VENV_BIN / "p4switch"), "aliases", str(directory)], check=True, capture_output=True)
     return directory
+
+
+def real_p4c_bm2_ss() -> Path | None:
+    """p4c's own p4c-bm2-ss (not one of our aliases), on PATH or in ../shared/p4lang/bin, if it runs."""
+    found = find_p4c()
+    return Path(found) if found else None
 
 
 def tool_path(tools: Path, client: Path) -> dict[str, str]:
