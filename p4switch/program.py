@@ -37,7 +37,7 @@ def _load_bmv2(_program: bytes, doc: dict[str, Any], log: logging.Logger) -> eng
         program = bmv2json.load(doc, _compiler(doc))
     except bmv2json.BMv2JsonError as exc:
         raise engine.ProgramError(f"BMv2 JSON: {exc}") from None
-    return engine.Switch.load(program, log=log)
+    return loader.load(program, log=log)
 
 
 def _compiler(doc: dict[str, Any]) -> str:

@@ -4,6 +4,7 @@ through the engine, packets in and out; and what it refuses, named with where.""
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ H_T = {"h_t": [["a", 8, False], ["b", 8, False], ["c", 16, False]]}
 
 
 def load(doc: dict[str, Any]) -> Switch:
-    return program.load(json.dumps(doc).encode(), engine.logging.getLogger("test"))
+    return program.load(json.dumps(doc).encode(), logging.getLogger("test"))
 
 
 def one_header(
@@ -46,7 +47,7 @@ def sent(sw: Switch, data: bytes, port: int = 1) -> list[tuple[int, bytes]]:
 
 
 def test_hand_written_l2fwd_forwards_by_table_and_drops_the_rest() -> None:
-    sw = program.load((DATA / "l2fwd.bmv2.json").read_bytes(), engine.logging.getLogger("test"))
+    sw = program.load((DATA / "l2fwd.bmv2.json").read_bytes(), logging.getLogger("test"))
     dst = bytes.fromhex("02000000000b")
     sw.table_insert(
         "L2Ingress.dmac",
