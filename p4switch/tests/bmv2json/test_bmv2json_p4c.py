@@ -21,6 +21,16 @@ from p4switch.conformance.driver import InProcessRun
 ROOT = Path(__file__).resolve().parents[3]
 SHARED_BIN = ROOT.parent / "shared" / "p4lang" / "bin"
 CASES = sorted((ROOT / "p4switch" / "tests" / "conformance").glob("*.stf"))
+KNOWN = {
+    # what does not hold yet from p4c's JSON (strict: a case that starts passing fails until listed off)
+    "header_stacks": "run-time stack indices out of range: the loader's if-chains run neither branch of a "
+    "condition on such an element, where p4switch-cc reads a blank header (BMv2 refuses this program)",
+    "inlining": "BMv2 JSON learn lists carry p4c's temporaries' names (tmp, tmp_0), not the digest "
+    "struct's field names the case checks (P4Runtime digests are positional and unaffected)",
+    "packet_io": "digest field names, as for inlining",
+    "resubmit_recirculate": "the loader refuses resubmit and recirculate, which the engine now runs",
+    "selector": "a selector group's member choice differs from p4switch-cc's output: not yet understood",
+}
 
 
 NO_P4C = (f"p4c-bm2-ss is neither on PATH nor runnable in {SHARED_BIN} (its libraries: bash "
@@ -66,7 +76,12 @@ def compile_with_p4c(p4c: str, source: Path, out: Path) -> tuple[dict, Path]:
     return json.loads(json_path.read_text()), p4info
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.stem for c in CASES])
+@pytest.mark.parametrize(
+    "case",
+    [pytest.param(c, marks=pytest.mark.xfail(strict=True, reason=KNOWN[c.stem])) if c.stem in KNOWN else c
+     for c in CASES],
+    ids=[c.stem for c in CASES],
+)
 def test_conformance_case_from_p4c_json(p4c: str, case: Path, tmp_path: Path) -> None:
     doc, _ = compile_with_p4c(p4c, case.with_suffix(".p4"), tmp_path)
     run = InProcessRun.load(json.dumps(ir.to_json(bmv2json.load(doc, case.name))))
