@@ -96,6 +96,9 @@ class Port:
     ``pcap_out`` records are updated under this lock, one frame at a time"""
     ring: RxRing | None = None
     """the mapped receive ring (None: frames are read with recvmsg, e.g. where rings are refused)"""
+    ifindex: int = 0
+    lost: bool = False
+    """the interface disappeared: the port is no longer polled"""
 
     def summary(self) -> str:
         counts = {"rx": self.rx, "rx_bytes": self.rx_bytes, "tx": self.tx, "tx_bytes": self.tx_bytes,
@@ -204,7 +207,7 @@ def open_port(number: int, iface: str, pcap_dir: str | None = None, *, use_ring:
             ring.close()
         sock.close()
         raise
-    port = Port(number, iface, sock, filter_outgoing, ring=ring)
+    port = Port(number, iface, sock, filter_outgoing, ring=ring, ifindex=ifindex)
     if pcap_dir:
         port.pcap_in = PcapFile(os.path.join(pcap_dir, f"{iface}_in.pcap"))
         port.pcap_out = PcapFile(os.path.join(pcap_dir, f"{iface}_out.pcap"))
@@ -258,8 +261,31 @@ class Dataplane:
         buf = bytearray(MAX_FRAME)
         view = memoryview(buf)
         while not stop.is_set():
-            for fd, _ in poller.poll(200):
-                self._drain(self._by_fd[fd], buf, view)
+            for fd, events in poller.poll(200):
+                port = self._by_fd[fd]
+                if events & (select.POLLERR | select.POLLHUP | select.POLLNVAL) and self._port_error(port):
+                    poller.unregister(fd)
+                    continue
+                self._drain(port, buf, view)
+
+    def _port_error(self, port: Port) -> bool:
+        """A socket error (poll keeps reporting it until it is read, which would spin the loop): read it,
+        and tell whether the interface is gone for good (then True: logged once, counted, not polled)."""
+        err = port.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        port.errors["socket_errors"] += 1
+        try:
+            present = socket.if_nametoindex(port.iface) == port.ifindex
+        except OSError:
+            present = False
+        if not present:
+            port.lost = True
+            self.stats["port_lost"] += 1
+            self.log.warning("port %d: interface %s disappeared (%s); it is no longer polled", port.number,
+                             port.iface, os.strerror(err) if err else "gone")
+            return True
+        if port.errors["socket_errors"] == 1:
+            self.log.warning("port %d (%s): %s", port.number, port.iface, os.strerror(err))
+        return False
 
     def _drain_ring(self, port: Port, ring: RxRing) -> None:
         """Process up to BURST frames the kernel put in the port's ring: per frame one header unpack,

@@ -30,6 +30,8 @@ class Device:
         """the program JSON the running switch was loaded from"""
         self.transmit: Callable[[int, bytes], None] = _discard
         self.to_cpu: Callable[[bytes], None] = _discard
+        self.on_install: list[Callable[[engine.Switch], None]] = []
+        """called with every program installed (the native data plane runs a native one itself)"""
         self.stats: Counter[str] = Counter()
 
     def load(self, program: bytes) -> engine.Switch:
@@ -38,9 +40,14 @@ class Device:
         return programs.load(program, self.log.getChild("engine"))
 
     def install(self, switch: engine.Switch, program: bytes) -> None:
-        """Make ``switch`` the running program: frames from now on go through it."""
+        """Make ``switch`` the running program: frames from now on go through it. The old one stays
+        referenced until every listener has switched over (a native one may still run a burst)."""
+        old = self.switch
         self.switch = switch
         self.device_config = program
+        for listener in list(self.on_install):
+            listener(switch)
+        del old
         self.log.info("pipeline installed (%d bytes of program JSON)", len(program))
 
     def process(self, port: int, frame: bytes) -> None:
