@@ -2,13 +2,17 @@
 ``p4switch aliases DIR``, which installs the tools under BMv2's names (p4switch/aliases.py).
 
     p4switch [-i PORT@IFACE ...] [--device-id N] [--log-file F | --log-console] [-L LEVEL] [--pcap [DIR]]
-             [--dump-packet-data N] [--use-files SECONDS] [PROGRAM.json | --no-p4]
+             [--dump-packet-data N] [--use-files SECONDS] [--engine native|python] [PROGRAM.json | --no-p4]
              [-- --grpc-server-addr HOST:PORT --cpu-port N --grpc-server-ssl ...]
 
 It serves P4Runtime on gRPC (over TLS with --grpc-server-ssl), receives and sends frames on the given
 interfaces (or pcap files) and runs them through the program (from the command line, or pushed with
 SetForwardingPipelineConfig). One line on stdout says when the gRPC port listens. SIGTERM and SIGINT stop
-it cleanly (exit status 0)."""
+it cleanly (exit status 0).
+
+Programs run on the native engine (compiled to C, frames served by a C thread: p4switch.engine.native,
+p4switch.native.io) when a C compiler is installed, else on the Python engine; when a program or an
+option needs the Python engine, one line on stdout says so and why."""
 
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ import signal
 import stat
 import sys
 import threading
+from collections.abc import Callable
 from importlib import metadata
 from types import FrameType
 
@@ -27,6 +32,8 @@ import grpc
 from p4switch import aliases, logs, options, program
 from p4switch.dataplane import Dataplane, open_port
 from p4switch.engine import api as engine
+from p4switch.native import build
+from p4switch.native.io import NativeDataplane
 from p4switch.pcapfiles import FileDataplane
 from p4switch.runtime.device import Device
 from p4switch.runtime.server import P4RuntimeService, serve
@@ -94,21 +101,72 @@ def load_program(device: Device, path: str) -> None:
     device.install(device.load(data), data)
 
 
-Ports = Dataplane | FileDataplane
+Ports = Dataplane | NativeDataplane | FileDataplane
+
+
+ENGINE_VARIABLE = "P4SWITCH_ENGINE"
+"""--engine's default when set (native or python): runs a whole test suite or fabric on one engine."""
+
+
+def choose_engine(args: argparse.Namespace) -> tuple[str, str | None]:
+    """The engine programs run on, and why it is the Python one when the native one was not refused
+    explicitly (None: nothing to say)."""
+    wanted = args.engine or os.environ.get(ENGINE_VARIABLE) or "native"
+    if wanted not in ("native", "python"):
+        return "python", f"running the Python engine: ${ENGINE_VARIABLE}={wanted} is not native or python"
+    if wanted == "python":
+        return "python", None
+    if logs.LEVELS[args.log_level] <= engine.TRACE and (args.log_file or args.log_console):
+        return "python", ("running the Python engine: per-packet trace logging (-L trace, BMv2's default) "
+                          "is the Python engine's; -L debug or above runs the native engine")
+    try:
+        build.toolchain()
+    except build.NativeUnavailable as err:
+        return "python", f"running the Python engine: {err}"
+    return "native", None
 
 
 def open_dataplane(args: argparse.Namespace, device: Device, log: logging.Logger) -> Ports:
-    """The ports: interfaces, or pcap files with --use-files. Raises OSError."""
+    """The ports: interfaces (served by the native I/O thread with the native engine), or pcap files
+    with --use-files. Raises OSError."""
     if args.use_files is not None:
         return FileDataplane(device, args.ports, log, args.use_files, args.dump_packet_data)
+    if device.back_end == "native":
+        try:
+            return NativeDataplane(device, args.ports, log, args.dump_packet_data, args.pcap)
+        except build.NativeUnavailable as err:
+            say(log, f"packet I/O in Python: the native data plane cannot be built: {err}")
     ports = [open_port(number, iface, args.pcap) for number, iface in args.ports]
     return Dataplane(device, ports, log, args.dump_packet_data)
+
+
+_said: set[str] = set()
+
+
+def say(log: logging.Logger, note: str) -> None:
+    """A line on stdout (and in the log) said once per process: what runs where, and why."""
+    if note not in _said:
+        _said.add(note)
+        log.warning("%s", note)
+        print(f"p4switch: {note}", flush=True)
+
+
+def say_engine_note(log: logging.Logger) -> Callable[[engine.Switch], None]:
+    """Listener of Device.install: says once why a program runs on the Python engine."""
+    def listener(switch: engine.Switch) -> None:
+        if switch.engine_note:
+            say(log, switch.engine_note)
+    return listener
 
 
 def start(args: argparse.Namespace, log: logging.Logger
           ) -> tuple[Device, Ports, P4RuntimeService, grpc.Server, int] | None:
     """Load, open the ports, start the gRPC server; None (after printing why) when any of it fails."""
-    device = Device(args.device_id, args.cpu_port, log.getChild("device"))
+    back_end, note = choose_engine(args)
+    if note:
+        say(log, note)
+    device = Device(args.device_id, args.cpu_port, log.getChild("device"), back_end)
+    device.on_install.append(say_engine_note(log))
     try:
         credentials = tls_credentials(args.tls, log) if args.tls else None
     except OSError as err:

@@ -91,6 +91,9 @@ def _general(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--max-port-count", type=int, default=512, metavar="N",
                    help="most interfaces that can be bound (default 512)")
     g.add_argument("--debugger", action="store_true", help="accepted; see the note it logs")
+    g.add_argument("--engine", choices=("native", "python"),
+                   help="p4switch's own: run programs compiled to C (native, the default when a C compiler "
+                   "is installed) or in Python (default: $P4SWITCH_ENGINE when set)")
     parser.add_argument("program", nargs="?",
                         help="the program: p4switch-cc's IR JSON or p4c-bm2-ss's BMv2 JSON (or --no-p4)")
 

@@ -25,19 +25,19 @@ BMV2_JSON_VERSION: str = bmv2json.NEWEST_VERSION
 class ProgramFormat:
     name: str
     recognises: Callable[[dict[str, Any]], bool]
-    load: Callable[[bytes, dict[str, Any], logging.Logger], engine.Switch]
+    load: Callable[[bytes, dict[str, Any], logging.Logger, str], engine.Switch]
 
 
-def _load_ir(program: bytes, _doc: dict[str, Any], log: logging.Logger) -> engine.Switch:
-    return loader.load(program, log=log)
+def _load_ir(program: bytes, _doc: dict[str, Any], log: logging.Logger, back_end: str) -> engine.Switch:
+    return loader.load(program, log=log, engine=back_end)
 
 
-def _load_bmv2(_program: bytes, doc: dict[str, Any], log: logging.Logger) -> engine.Switch:
+def _load_bmv2(_program: bytes, doc: dict[str, Any], log: logging.Logger, back_end: str) -> engine.Switch:
     try:
         program = bmv2json.load(doc, _compiler(doc))
     except bmv2json.BMv2JsonError as exc:
         raise engine.ProgramError(f"BMv2 JSON: {exc}") from None
-    return loader.load(program, log=log)
+    return loader.load(program, log=log, engine=back_end)
 
 
 def _compiler(doc: dict[str, Any]) -> str:
@@ -66,7 +66,8 @@ def program_format(program: bytes) -> tuple[ProgramFormat, dict[str, Any]]:
     raise engine.ProgramError("program is neither p4switch-cc's IR JSON (format 'p4switch-ir') nor BMv2 JSON")
 
 
-def load(program: bytes, log: logging.Logger) -> engine.Switch:
-    """A new engine switch running ``program``, whichever format it is in. Raises engine.ProgramError."""
+def load(program: bytes, log: logging.Logger, back_end: str = "python") -> engine.Switch:
+    """A new engine switch running ``program``, whichever format it is in, on the engine ``back_end``
+    ("python" or "native", loader.load). Raises engine.ProgramError."""
     fmt, doc = program_format(program)
-    return fmt.load(program, doc, log)
+    return fmt.load(program, doc, log, back_end)

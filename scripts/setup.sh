@@ -8,7 +8,10 @@ VENV=${VENV:-.venv}
 PYTHON=${PYTHON:-python3}
 # sudo, ping and net-tools (route, arp): what p4lang/tutorials' Makefiles and topologies run
 # tshark: the tests read our Wireshark dissector's output
-APT_PACKAGES=(python3-venv python3-pip iproute2 tcpdump ethtool mininet sudo iputils-ping net-tools tshark)
+# gcc and libc6-dev: p4switch's native engine compiles each program to C (cffi opens the library in ABI
+# mode, so neither Python's nor libffi's headers are needed); gcc brings AddressSanitizer for the fuzz test
+APT_PACKAGES=(python3-venv python3-pip iproute2 tcpdump ethtool mininet sudo iputils-ping net-tools tshark gcc
+              libc6-dev)
 
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do

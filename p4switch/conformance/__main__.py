@@ -2,7 +2,7 @@
 
     python -m p4switch.conformance ../shared/p4lang/p4_16_samples [--jobs N] [--timeout S]
         [--report DIR] [--baseline FILE] [--write-baseline FILE] [--docs FILE] [--p4c PATH]
-        [--bmv2-json] [NAME ...]
+        [--bmv2-json] [--engine python|native] [NAME ...]
 
 Prints a progress line per program and the summary table, writes report.json and report.txt (every
 program: compiled or refused with file:line:col and construct, P4Info differences from p4c's, STF
@@ -45,6 +45,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--baseline", type=Path, help="fail on programs doing worse than this (JSON)")
     ap.add_argument("--write-baseline", type=Path, metavar="FILE", help="write this run as a baseline")
     ap.add_argument("--docs", type=Path, metavar="FILE", help="write the coverage page (docs/conformance.md)")
+    ap.add_argument("--engine", choices=("python", "native"), default="python",
+                    help="the engine that runs the STF cases (native: programs it cannot run fall back to "
+                    "Python, counted in the summary)")
     args = ap.parse_args(argv)
     if not args.corpus.is_dir():
         ap.error(f"{args.corpus} is not a directory")
@@ -86,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
             workdir=Path(workdir),
             p4c=args.p4c if args.bmv2_json or not manifest else None,
             bmv2_json=args.bmv2_json,
+            engine=args.engine,
             on_done=progress,
         )
     summary = report.summarize(outcomes)

@@ -28,7 +28,7 @@ from typing import Any
 from p4switch import stf
 from p4switch.engine import loader
 from p4switch.engine.api import ActionCall, EngineError, TableEntry
-from p4switch.engine.switch import V1Switch
+from p4switch.engine.control import ControlPlane
 from p4switch.engine.tables import Table
 
 
@@ -106,7 +106,8 @@ class Replication:
 class InProcessRun:
     """Applies one case's commands to a fresh switch and collects what differs from the file."""
 
-    def __init__(self, switch: V1Switch, ir: dict[str, Any], clock: ManualClock, p4c: bool = False) -> None:
+    def __init__(self, switch: ControlPlane, ir: dict[str, Any], clock: ManualClock,
+                 p4c: bool = False) -> None:
         self.switch = switch
         self.clock = clock
         self.p4c = p4c
@@ -127,20 +128,21 @@ class InProcessRun:
         switch.digest_sink = lambda name, fields: self.digests.append((name, dict(fields)))
 
     @classmethod
-    def load(cls, ir_json: str, p4c: bool = False) -> InProcessRun:
-        """A run on a fresh switch for the program (IR JSON); raises the engine's ProgramError."""
+    def load(cls, ir_json: str, p4c: bool = False, engine: str = "python") -> InProcessRun:
+        """A run on a fresh switch for the program (IR JSON) on ``engine`` (loader.load); raises the
+        engine's ProgramError."""
         import json
 
         clock = ManualClock()
-        switch = loader.load(ir_json, clock=clock)
-        assert isinstance(switch, V1Switch)
+        switch = loader.load(ir_json, clock=clock, engine=engine)
+        assert isinstance(switch, ControlPlane)
         return cls(switch, json.loads(ir_json), clock, p4c)
 
     @classmethod
-    def compile(cls, p4: Path, p4c: bool = False) -> InProcessRun:
+    def compile(cls, p4: Path, p4c: bool = False, engine: str = "python") -> InProcessRun:
         from p4switch.frontend.cli import compile_file
 
-        return cls.load(compile_file(p4).ir_json(), p4c)
+        return cls.load(compile_file(p4).ir_json(), p4c, engine)
 
     # ------------------------------------------------------------------------------------ running
     def execute(self, commands: list[stf.Command]) -> list[str]:

@@ -36,6 +36,8 @@ def progress_line(index: int, total: int, outcome: Outcome) -> str:
         parts.append(f"P4Info {count} difference{'s' if count != 1 else ''}")
     if outcome.accepted is False:
         parts.append("(p4c rejects it)")
+    if outcome.compile.get("engine_note"):
+        parts.append("(Python engine: the native one cannot run it)")
     width = len(str(total))
     return (
         f"[{index:{width}}/{total}] {outcome.program.name:<44} {' · '.join(parts)}  {outcome.seconds:.1f} s"
@@ -65,6 +67,8 @@ def summarize(outcomes: list[Outcome]) -> dict[str, Any]:
             "identical": sum(1 for c in compared if c == 0),
             "differences": sum(compared),
         },
+        "engines": dict(Counter(o.compile["engine"] for o in scope if o.compile.get("engine"))),
+        "fell_back": sum(1 for o in scope if o.compile.get("engine_note")),
         "p4c_rejects_p4switch_compiles": sorted(
             o.program.name for o in outcomes if o.accepted is False and o.compile["status"] == "compiled"
         ),
@@ -99,6 +103,10 @@ def summary_table(summary: dict[str, Any]) -> str:
             state, state
         )
         lines.append(f"  {label:<40} {summary['stf'][state]:>6} {_pct(summary['stf'][state], cases)}")
+    engines = summary.get("engines", {})
+    if engines.get("native") or summary.get("fell_back"):  # a run with --engine native
+        lines += ["", f"  native engine: {engines.get('native', 0)} programs ran in C, "
+                  f"{summary['fell_back']} on the Python engine (the reason is in the report)"]
     p4info = summary["p4info"]
     lines += [
         "",
@@ -115,6 +123,8 @@ def details(outcome: Outcome) -> list[str]:
     lines.append(f"p4c-bm2-ss: {accepted}")
     c = outcome.compile
     lines.append(f"p4switch-cc: {c['status']}" + (f" at {c['where']}" if c.get("where") else ""))
+    if c.get("engine_note"):
+        lines.append(f"  {c['engine_note']}")
     if c.get("construct"):
         lines.append(f"  not supported: {c['construct']}")
     elif c.get("message"):

@@ -251,11 +251,13 @@ def run_all(
     workdir: Path,
     p4c: str | None = None,
     bmv2_json: bool = False,
+    engine: str = "python",
     on_done: Callable[[Outcome], None] = lambda outcome: None,
 ) -> list[Outcome]:
-    """Every program through a pool of ``jobs`` workers (with ``bmv2_json``: p4c compiles each program and
-    p4switch runs its BMv2 JSON instead of p4switch-cc's output); a program over ``timeout`` seconds, or whose
-    worker dies, is recorded as timed out or crashed in the phase it was in, and its worker replaced."""
+    """Every program through a pool of ``jobs`` workers on ``engine`` (loader.load; with ``bmv2_json``: p4c
+    compiles each program and p4switch runs its BMv2 JSON instead of p4switch-cc's output); a program over
+    ``timeout`` seconds, or whose worker dies, is recorded as timed out or crashed in the phase it was in,
+    and its worker replaced."""
     queue = deque(programs)
     outcomes = {p.name: Outcome(p) for p in programs}
     with (workdir / "workers.log").open("ab") as log:
@@ -273,6 +275,7 @@ def run_all(
                         "p4c": p4c,
                         "bmv2_json": bmv2_json,
                         "workdir": str(workdir),
+                        "engine": engine,
                     }
                     pool.start(outcomes[program.name], job)
                 pool.wait()

@@ -2,7 +2,8 @@
 the runner one program (it kills the worker and starts another), never the run.
 
 Protocol (JSON, one object a line): the runner writes a job ``{"program": P4 path, "stf": path or
-null, "reference_p4info": path or null, "p4c": p4c-bm2-ss path or null, "workdir": dir}``; the worker
+null, "reference_p4info": path or null, "p4c": p4c-bm2-ss path or null, "workdir": dir, "engine":
+"python" or "native"}``; the worker
 answers with one line per phase as it finishes it (``{"phase": "reference" | "compile" | "p4info" |
 "stf", ...}``, see ``check``) and ``{"phase": "done"}``. A phase that never answers is the one that
 hung or crashed.
@@ -79,17 +80,21 @@ def reference(program: Path, p4c: str, workdir: Path) -> Result:
     return {"accepted": accepted, "p4info": str(p4info) if accepted else None, "message": done.stderr[-2000:]}
 
 
-def compile_program(program: Path) -> tuple[Result, Compiled | None, str]:
-    """Front end, then the engine's load (which refuses some constructs too)."""
+def compile_program(program: Path, engine: str = "python") -> tuple[Result, Compiled | None, str]:
+    """Front end, then the engine's load (which refuses some constructs too). The result says which
+    engine runs the program (the native one may leave it to the Python engine, saying why)."""
     try:
         compiled = compile_file(program)
         ir_json = compiled.ir_json()
-        InProcessRun.load(ir_json)
+        switch = InProcessRun.load(ir_json, engine=engine).switch
     except (P4Error, ProgramError) as exc:
         return refusal(str(exc)), None, ""
     except Exception as exc:  # noqa: BLE001 - a bug of p4switch: reported, never fatal to the run
         return crash(exc), None, ""
-    return {"status": "compiled"}, compiled, ir_json
+    result: Result = {"status": "compiled", "engine": switch.engine}
+    if switch.engine_note:
+        result["engine_note"] = switch.engine_note
+    return result, compiled, ir_json
 
 
 def load_bmv2_json(program: Path, workdir: Path) -> tuple[Result, str]:
@@ -117,12 +122,12 @@ def compare_p4info(compiled: Compiled, reference_p4info: Path) -> Result:
     return {"compared": True, "differences": diffs}
 
 
-def run_stf(ir_json: str, case: Path) -> Result:
+def run_stf(ir_json: str, case: Path, engine: str = "python") -> Result:
     """`passed`, `wrong` (ran, output differs from the file), `failed` (a command could not be applied)
     or `crashed` (the engine raised inside a packet: counted as internal_error)."""
     try:
         commands = stf.load(case)
-        run = InProcessRun.load(ir_json, p4c=True)
+        run = InProcessRun.load(ir_json, p4c=True, engine=engine)
         mismatches = run.execute(commands)
     except (stf.StfError, StfFailure) as exc:
         return {"status": "failed", "message": str(exc)}
@@ -145,12 +150,13 @@ def check(job: dict[str, Any]) -> Iterator[Result]:
         if job.get("bmv2_json"):
             yield from check_bmv2_json(job, bool(ref["accepted"]))
             return
-    result, compiled, ir_json = compile_program(program)
+    engine = job.get("engine", "python")
+    result, compiled, ir_json = compile_program(program, engine)
     yield {"phase": "compile", **result}
     if compiled is not None and reference_p4info:
         yield {"phase": "p4info", **compare_p4info(compiled, Path(reference_p4info))}
     if job.get("stf") and compiled is not None:
-        yield {"phase": "stf", **run_stf(ir_json, Path(job["stf"]))}
+        yield {"phase": "stf", **run_stf(ir_json, Path(job["stf"]), engine)}
 
 
 def check_bmv2_json(job: dict[str, Any], accepted: bool) -> Iterator[Result]:
@@ -160,7 +166,7 @@ def check_bmv2_json(job: dict[str, Any], accepted: bool) -> Iterator[Result]:
     result, ir_json = load_bmv2_json(Path(job["program"]), Path(job["workdir"]))
     yield {"phase": "compile", **result}
     if job.get("stf") and ir_json:
-        yield {"phase": "stf", **run_stf(ir_json, Path(job["stf"]))}
+        yield {"phase": "stf", **run_stf(ir_json, Path(job["stf"]), job.get("engine", "python"))}
 
 
 def main() -> None:

@@ -252,6 +252,10 @@ class Switch(ABC):
     """
 
     drop_port: int = DROP_PORT
+    engine: str = "python"
+    """(added:) the back end running the program: "python" or "native"."""
+    engine_note: str | None = None
+    """(added:) why the program runs on the Python engine when the native one was asked for."""
 
     def __init__(self) -> None:
         # Back ends are made by p4switch.engine.loader.load(); this sets up the common attributes.

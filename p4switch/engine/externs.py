@@ -123,6 +123,17 @@ class Counter:
             raise InvalidEntry(f"counter {self.name}: index {index} out of range 0..{len(self.cells) - 1}")
         return self.cells[index]
 
+    def read_cell(self, index: int) -> tuple[int, int]:
+        """(bytes, packets) of one cell for the control plane. Raises InvalidEntry."""
+        cell = self.cell(index)
+        return cell[0], cell[1]
+
+    def write_cell(self, index: int, byte_count: int, packet_count: int) -> None:
+        self.cell(index)[:] = [byte_count, packet_count]
+
+    def size(self) -> int:
+        return len(self.cells)
+
 
 # -------------------------------------------------------------------------------------------- meters
 
@@ -190,6 +201,13 @@ class MeterArray:
             raise InvalidEntry(f"meter {self.name}: index {index} out of range 0..{len(self.cells) - 1}")
         return self.cells[index]
 
+    def set_config(self, index: int, config: MeterConfig | None) -> None:
+        """Configure one cell (None: every packet GREEN). Raises InvalidEntry."""
+        self.cell(index).configure(config)
+
+    def size(self) -> int:
+        return len(self.cells)
+
 
 # ----------------------------------------------------------------------------------------- registers
 
@@ -222,3 +240,6 @@ class Register:
     def check_index(self, index: int) -> None:
         if not 0 <= index < len(self.cells):
             raise InvalidEntry(f"register {self.name}: index {index} out of range 0..{len(self.cells) - 1}")
+
+    def size(self) -> int:
+        return len(self.cells)

@@ -9,7 +9,7 @@ import json
 import logging
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from p4switch import ir
@@ -21,28 +21,16 @@ from p4switch.engine.api import (
     PKT_INSTANCE_REPLICATION,
     PKT_INSTANCE_RESUBMIT,
     TRACE,
-    ActionCall,
     CloneSession,
-    EngineError,
-    Exact,
-    Lpm,
-    Optional_,
     ProgramError,
-    Range,
-    TableEntry,
-    Ternary,
 )
 from p4switch.engine.codegen import Codegen, ident
 from p4switch.engine.control import ControlPlane
 from p4switch.engine.externs import (
     HASH_ALGORITHMS,
-    Counter,
-    Meter,
-    MeterArray,
-    Register,
     hash_offset,
 )
-from p4switch.engine.tables import ActionInfo, ActionProfile, KeyField, Table, action_text
+from p4switch.engine.tables import Table, action_text
 
 MAX_CLONE_DEPTH = 4  # an E2E clone may clone again; bound it so a program cannot loop forever
 MAX_PASSES = 16  # resubmits and recirculations of one frame: a program that always asks cannot loop forever
@@ -135,17 +123,8 @@ class V1Switch(ControlPlane):
     def __init__(
         self, program: ir.Program, log: logging.Logger | None, clock: Callable[[], float], rng: random.Random
     ) -> None:
-        super().__init__()
-        if log is not None:
-            self.log = log
-        self.program = program
-        self.clock = clock
-        self.start_time = clock()
+        super().__init__(program, log, clock)
         self.x = ExternCtx(self, rng)
-        self.mcast: dict[int, list[tuple[int, int]]] = {}
-        self.sessions: dict[int, CloneSession] = {}
-        self.digest_fields = {d.name: [f.name for f in d.fields] for d in program.digests}
-        self.errors: list[str] = list(program.errors)
         self._compile()
 
     # ------------------------------------------------------------------------------ compile
@@ -179,8 +158,13 @@ class V1Switch(ControlPlane):
             raise ProgramError(f"internal error compiling the program: {exc}") from exc
         exec(code, g)
         self.g = g
-        self._make_externs(gen)
-        self._make_tables(gen)
+        for name, obj in self.make_externs(gen.width).items():
+            g[f"EXT{gen.extern_ids[name]}"] = obj
+        self.make_tables(gen.width, lambda t, a: g[gen.action_fns[(t.control, a.name)]])
+        for name, table in self.tables.items():
+            tid = gen.table_ids[name]
+            g[f"TBL{tid}"] = table
+            g[f"TBL{tid}_lookup"] = table.lookup
         self.new_headers = g[f"S_{ident(pipeline.headers_type)}"]
         self.new_meta = g[f"S_{ident(pipeline.metadata_type)}"]
         self.new_sm = g["S_standard_metadata_t"]
@@ -238,134 +222,6 @@ class V1Switch(ControlPlane):
         prefix = "PARSER" if role == "parser" else "CONTROL"
         return f"{prefix}_{ident(name)}({', '.join(args)})"
 
-    def _make_externs(self, gen: Codegen) -> None:
-        self.counters: dict[str, Counter] = {}
-        self.meters: dict[str, MeterArray] = {}
-        self.registers: dict[str, Register] = {}
-        self.direct_meters: dict[str, ir.DirectMeter] = {}
-        self.profiles_ir: dict[str, ir.ActionProfile | ir.ActionSelector] = {}
-        for name, inst in gen.externs.items():
-            obj: Any = None
-            if isinstance(inst, ir.Counter):
-                obj = self.counters[name] = Counter(name, inst.size)
-            elif isinstance(inst, ir.Meter):
-                obj = self.meters[name] = MeterArray(name, inst.size, inst.unit == "bytes", self.clock)
-            elif isinstance(inst, ir.Register):
-                width = gen.width(inst.type)
-                obj = self.registers[name] = Register(name, inst.size, width, isinstance(inst.type, ir.TInt))
-            elif isinstance(inst, ir.DirectMeter):
-                self.direct_meters[name] = inst
-            elif isinstance(inst, ir.ActionProfile | ir.ActionSelector):
-                self.profiles_ir[name] = inst
-                if isinstance(inst, ir.ActionSelector) and inst.algorithm not in HASH_ALGORITHMS:
-                    raise ProgramError(
-                        f"{inst.src or name}: action_selector algorithm "
-                        f"{inst.algorithm} is not supported by p4switch"
-                    )
-            self.g[f"EXT{gen.extern_ids[name]}"] = obj
-
-    def _make_tables(self, gen: Codegen) -> None:
-        self.tables: dict[str, Table] = {}
-        self.profiles: dict[str, ActionProfile] = {}
-        infos: dict[str, dict[str, ActionInfo]] = {}
-        for t in self.program.tables:
-            acts = {}
-            for ref in t.actions:
-                a = gen.actions[ref.name]
-                params = [(p.name, gen.width(p.type)) for p in a.params]
-                fn = self.g[gen.action_fns[(t.control, a.name)]]
-                acts[a.name] = ActionInfo(a.name, params, fn)
-            infos[t.name] = acts
-        for name, inst in self.profiles_ir.items():
-            union: dict[str, ActionInfo] = {}
-            for tname in inst.tables:
-                union.update(infos.get(tname, {}))
-            selector = inst if isinstance(inst, ir.ActionSelector) else None
-            self.profiles[name] = ActionProfile(
-                name,
-                union,
-                inst.size,
-                selector.algorithm if selector else None,
-                selector.output_width if selector else 0,
-                selector.max_group_size if selector else 0,
-            )
-        for t in self.program.tables:
-            keys = [
-                KeyField(k.name, k.match, self._key_width(gen, k)) for k in t.keys if k.match != "selector"
-            ]
-            for k in keys:
-                if k.kind not in ("exact", "ternary", "lpm", "range", "optional"):
-                    raise ProgramError(f"{t.src}: match kind {k.kind} is not supported by p4switch")
-            d = t.default_action
-            default = self._action_call(infos[t.name], d.name, d.args, t)
-            meter_factory = None
-            if t.direct_meter:
-                meter_factory = self._new_meter
-            table = Table(
-                t.name,
-                keys,
-                infos[t.name],
-                {a.name: a.scope for a in t.actions},
-                default,
-                d.const,
-                t.size,
-                self.profiles.get(t.implementation or ""),
-                meter_factory,
-            )
-            for e in t.entries:
-                try:
-                    table.insert(self._const_entry(t, keys, infos[t.name], e), const=True)
-                except EngineError as exc:
-                    raise ProgramError(f"{e.src or t.src}: {exc}") from None
-            table.immutable = t.entries_const
-            tid = gen.table_ids[t.name]
-            self.g[f"TBL{tid}"] = table
-            self.g[f"TBL{tid}_lookup"] = table.lookup
-            self.tables[t.name] = table
-
-    @staticmethod
-    def _key_width(gen: Codegen, key: ir.TableKey) -> int:
-        """Bits of a key; an error key holds the error's number (32 bits, as BMv2 stores errors)."""
-        return 32 if isinstance(key.type, ir.TError) else gen.width(key.type)
-
-    def _new_meter(self) -> Meter:
-        return Meter(self.clock)
-
-    def _action_call(
-        self, acts: dict[str, ActionInfo], name: str, args: Sequence[int], t: ir.Table
-    ) -> ActionCall:
-        info = acts.get(name)
-        if info is None:
-            raise ProgramError(f"{t.src}: table {t.name}: action {name} is not in its actions")
-        return ActionCall(name, {p: int(v) for (p, _), v in zip(info.params, args, strict=True)})
-
-    def _const_entry(
-        self, t: ir.Table, keys: list[KeyField], acts: dict[str, ActionInfo], e: ir.Entry
-    ) -> TableEntry:
-        match: dict[str, Any] = {}
-        for k, m in zip(keys, e.match, strict=True):
-            if isinstance(m, ir.MatchExact):
-                # const entries of optional/ternary keys may be written as plain values
-                value = m.value
-                match[k.name] = {
-                    "exact": Exact(value),
-                    "optional": Optional_(value),
-                    "ternary": Ternary(value, (1 << k.width) - 1),
-                    "lpm": Lpm(value, k.width),
-                    "range": Range(value, value),
-                }[k.kind]
-            elif isinstance(m, ir.MatchTernary):
-                match[k.name] = Ternary(m.value & m.mask, m.mask)
-            elif isinstance(m, ir.MatchLpm):  # bits beyond the prefix do not matter; P4Runtime wants them 0
-                plen = m.prefix_len
-                match[k.name] = Lpm(m.value & (((1 << plen) - 1) << (k.width - plen)), plen)
-            elif isinstance(m, ir.MatchRange):
-                match[k.name] = Range(m.low, m.high)
-            elif isinstance(m, ir.MatchOptional):
-                match[k.name] = Optional_(m.value)
-        action = self._action_call(acts, e.action.name, e.action.args, t)
-        return TableEntry(match, action, e.priority or 1)
-
     # --------------------------------------------------------------------------------- trace
     def _trace(self, fmt: str, *args: Any) -> None:
         """One TRACE line, prefixed with the packet number (stats['rx']) as BMv2 prefixes [pkt N]."""
@@ -382,12 +238,9 @@ class V1Switch(ControlPlane):
 
     def emit_digest(self, name: str, values: tuple[int, ...]) -> None:
         self.bump("digest")
-        names = self.digest_fields.get(name) or [f"f{i}" for i in range(len(values))]
         if self.g["TR"]:
             self._trace("digest %s %s", name, values)
-        sink = self.digest_sink
-        if sink is not None:
-            sink(name, [(n, int(v)) for n, v in zip(names, values, strict=False)])
+        self.deliver_digest(name, values)
 
     # ---------------------------------------------------------------------------- data plane
     def process(self, ingress_port: int, frame: bytes) -> list[tuple[int, bytes]]:

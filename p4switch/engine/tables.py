@@ -554,6 +554,18 @@ class Table:
     def find(self, entry: TableEntry) -> Slot:
         return self._find(entry)
 
+    def read_counter(self, slot: Slot) -> tuple[int, int]:
+        """(bytes, packets) of the entry's direct counter."""
+        return slot.counter[0], slot.counter[1]
+
+    def write_counter(self, slot: Slot, byte_count: int, packet_count: int) -> None:
+        slot.counter[:] = [byte_count, packet_count]
+
+    def configure_meter(self, slot: Slot, config: MeterConfig | None) -> None:
+        """Configure the entry's direct meter. Raises InvalidEntry for a bad configuration."""
+        assert slot.meter is not None
+        slot.meter.configure(config)
+
     def entry_view(self, slot: Slot) -> TableEntry:
         match = {}
         for field, canon in zip(self.keys, slot.key, strict=True):
@@ -565,7 +577,7 @@ class Table:
             match,
             slot.action,
             slot.priority,
-            counter_data=(slot.counter[0], slot.counter[1]),
+            counter_data=self.read_counter(slot),
             meter_config=config,
             is_const=slot.const,
         )

@@ -131,33 +131,44 @@ class NativeIo:
 
 
 class EventThread:
-    """One Python thread blocked in poll() on the event queue's eventfd (and its own stop eventfd), calling
-    ``handle`` for every batch of events."""
+    """One Python thread blocked in poll() on the event queues' eventfds (and its own wake-up eventfd),
+    calling ``handle`` whenever one is readable. ``refresh()`` makes it take the fds again (the running
+    program changed), ``stop()`` ends it."""
 
-    def __init__(self, fd: int, handle: Callable[[], None], name: str) -> None:
-        self.fd = fd
+    def __init__(self, fds: Callable[[], list[int]], handle: Callable[[], None], name: str) -> None:
+        self.fds = fds
         self.handle = handle
-        self.stop_fd = os.eventfd(0, os.EFD_CLOEXEC)
+        self.wake_fd = os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)
+        self.stopping = False
         self.thread = threading.Thread(target=self._run, name=name, daemon=True)
 
     def start(self) -> None:
         self.thread.start()
 
     def _run(self) -> None:
-        poller = select.poll()
-        poller.register(self.fd, select.POLLIN)
-        poller.register(self.stop_fd, select.POLLIN)
-        while True:
-            ready = {fd for fd, _ in poller.poll()}
-            if self.stop_fd in ready:
-                return
+        while not self.stopping:
+            poller = select.poll()
+            poller.register(self.wake_fd, select.POLLIN)
+            for fd in self.fds():
+                poller.register(fd, select.POLLIN)
+            while True:
+                ready = {fd for fd, _ in poller.poll()}
+                if self.wake_fd in ready:
+                    with contextlib.suppress(BlockingIOError):
+                        os.eventfd_read(self.wake_fd)
+                    break
+                self.handle()
             self.handle()
 
+    def refresh(self) -> None:
+        os.eventfd_write(self.wake_fd, 1)
+
     def stop(self) -> None:
-        os.eventfd_write(self.stop_fd, 1)
+        self.stopping = True
+        self.refresh()
         if self.thread.is_alive():
             self.thread.join(timeout=10)
-        os.close(self.stop_fd)
+        os.close(self.wake_fd)
 
 
 class NativeDataplane:
@@ -171,8 +182,10 @@ class NativeDataplane:
         self.io = NativeIo(ports, device.cpu_port, dump_bytes, pcap_dir)
         self.ports = self.io.ports
         self.stats: Counter[str] = Counter()
-        self.events = EventThread(self.io.lib.np_io_event_fd(self.io.io), self._handle_events,
-                                  "p4switch-events")
+        self.io_fd = int(self.io.lib.np_io_event_fd(self.io.io))
+        self.switch: Any = None
+        """the running native switch (its events come through its own queue)"""
+        self.events = EventThread(self._event_fds, self._handle_events, "p4switch-events")
         self.started = False
         device.transmit = self.transmit
         device.on_install.append(self.pipeline_changed)
@@ -182,8 +195,17 @@ class NativeDataplane:
 
     def pipeline_changed(self, switch: Any) -> None:
         """The device runs a new program: a native one runs in the I/O thread, any other in Python."""
-        pipeline = getattr(switch, "native_pipeline", None)
-        self.io.lib.np_io_set_pipeline(self.io.io, pipeline if pipeline is not None else self.io.ffi.NULL)
+        native = switch if getattr(switch, "engine", None) == "native" else None
+        pipeline = native.native_pipeline if native is not None else self.io.ffi.NULL
+        self.io.lib.np_io_set_pipeline(self.io.io, pipeline)  # returns once no burst runs the old one
+        old, self.switch = self.switch, native
+        self.events.refresh()
+        if old is not None:
+            old.deliver_events()  # what its last packets made
+
+    def _event_fds(self) -> list[int]:
+        switch = self.switch
+        return [self.io_fd] + ([switch.event_fd()] if switch is not None else [])
 
     def transmit(self, number: int, frame: bytes) -> None:
         """Send one frame out of port ``number`` (PacketOut results, a Python pipeline's output)."""
@@ -200,6 +222,9 @@ class NativeDataplane:
             pass
 
     def _handle_events(self) -> None:
+        switch = self.switch
+        if switch is not None:
+            switch.deliver_events()
         for kind, port, aux, data in self.io.events():
             if kind == EV_PACKET_IN:
                 self.device.to_cpu(data)

@@ -21,8 +21,11 @@ def _discard(*_: object) -> None:
 class Device:
     """The engine program of one device (None until a pipeline is loaded) and its frame routing."""
 
-    def __init__(self, device_id: int, cpu_port: int | None, log: logging.Logger) -> None:
+    def __init__(self, device_id: int, cpu_port: int | None, log: logging.Logger,
+                 back_end: str = "python") -> None:
         self.device_id = device_id
+        self.back_end = back_end
+        """the engine programs are loaded on ("python" or "native", loader.load)"""
         self.cpu_port = cpu_port
         self.log = log
         self.switch: engine.Switch | None = None
@@ -37,7 +40,7 @@ class Device:
     def load(self, program: bytes) -> engine.Switch:
         """A new engine switch for ``program`` in any format p4switch runs (not yet running). Raises
         engine.ProgramError."""
-        return programs.load(program, self.log.getChild("engine"))
+        return programs.load(program, self.log.getChild("engine"), self.back_end)
 
     def install(self, switch: engine.Switch, program: bytes) -> None:
         """Make ``switch`` the running program: frames from now on go through it. The old one stays

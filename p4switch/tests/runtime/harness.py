@@ -157,10 +157,10 @@ class InProcessSwitch:
 
 
 @contextlib.contextmanager
-def in_process_switch(device_id: int = DEVICE_ID, cpu_port: int | None = CPU_PORT
+def in_process_switch(device_id: int = DEVICE_ID, cpu_port: int | None = CPU_PORT, back_end: str = "python"
                       ) -> Iterator[InProcessSwitch]:
     log = logging.getLogger(f"p4switch.test.dev{device_id}")
-    device = Device(device_id, cpu_port, log)
+    device = Device(device_id, cpu_port, log, back_end)
     sent: queue.Queue[tuple[int, bytes]] = queue.Queue()
     device.transmit = lambda port, frame: sent.put((port, frame))
     service = P4RuntimeService(device, log)

@@ -1,7 +1,7 @@
 """P4Runtime on programs/runtime_features.p4 through a real gRPC client: every match kind and its value
 checks, const tables, action profiles and selectors, counters (read back after packets), meters,
 registers, multicast groups and clone sessions, packet-in/packet-out with controller metadata, and
-digests with acknowledgements."""
+digests with acknowledgements; on both engines."""
 
 from __future__ import annotations
 
@@ -34,9 +34,18 @@ def b(features: harness.Program) -> Builder:
     return Builder(features)
 
 
+@pytest.fixture(params=["python", "native"])
+def switch(request: pytest.FixtureRequest) -> Iterator[harness.InProcessSwitch]:
+    """The in-process switch on each engine: the server reads and writes the native one's C state."""
+    with harness.in_process_switch(back_end=request.param) as sw:
+        yield sw
+
+
 @pytest.fixture
 def client(switch: harness.InProcessSwitch, features: harness.Program) -> Iterator[harness.StreamClient]:
     with harness.primary_client(switch.address, features) as c:
+        assert switch.device.switch is not None
+        assert switch.device.switch.engine == switch.device.back_end, switch.device.switch.engine_note
         yield c
 
 
