@@ -42,6 +42,7 @@ int np_io_port_count(np_io *io);
 int np_io_port_stats(np_io *io, int index, np_port_stats *out);
 int np_io_port_lost(np_io *io, int index);
 uint64_t np_io_tx_no_such_port(np_io *io);
+uint64_t np_io_wakeups(np_io *io);
 void np_io_stop(np_io *io);
 void np_io_free(np_io *io);
 """
@@ -251,6 +252,10 @@ class NativeDataplane:
     def port_stats(self) -> dict[int, dict[str, int]]:
         """Counters per port number: rx/tx frames and bytes, send errors, the kernel ring's drops."""
         return {number: self.io.port_stats(number) for number in self.ports}
+
+    def wakeups(self) -> int:
+        """How often the I/O thread has woken up (it sleeps in poll() while no frame arrives)."""
+        return int(self.io.lib.np_io_wakeups(self.io.io))
 
     def close(self) -> None:
         with contextlib.suppress(ValueError):

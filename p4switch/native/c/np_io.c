@@ -92,6 +92,7 @@ typedef struct np_io {
     int bare_mode;
     np_queue events;
     uint64_t tx_no_such_port;
+    uint64_t wakeups; /* poll() returns: flat while the switch is idle */
     uint8_t vlan_buf[NP_MAX_FRAME + 4];
 } np_io;
 
@@ -461,6 +462,7 @@ static void *io_thread(void *arg) {
         int n = poll(pfds, (nfds_t)io->nports + 1, more ? 0 : -1);
         if (n < 0 && errno != EINTR)
             break;
+        __atomic_add_fetch(&io->wakeups, 1, __ATOMIC_RELAXED);
         if (pfds[0].revents & POLLIN) {
             uint64_t count;
             ssize_t r = read(io->wake_fd, &count, sizeof count);
@@ -575,6 +577,11 @@ int np_io_port_lost(np_io *io, int index) {
 
 uint64_t np_io_tx_no_such_port(np_io *io) {
     return io->tx_no_such_port;
+}
+
+/* How often the I/O thread woke up: a switch that spins shows it here. */
+uint64_t np_io_wakeups(np_io *io) {
+    return __atomic_load_n(&io->wakeups, __ATOMIC_RELAXED);
 }
 
 void np_io_stop(np_io *io) {

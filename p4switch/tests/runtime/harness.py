@@ -380,13 +380,16 @@ def wait_for_line(proc: subprocess.Popen[str], text: str, timeout: float) -> lis
 
 
 @contextlib.contextmanager
-def switch_process(args: list[str], log_file: Path, device_id: int = DEVICE_ID) -> Iterator[SwitchProcess]:
+def switch_process(args: list[str], log_file: Path, device_id: int = DEVICE_ID,
+                   env: dict[str, str] | None = None) -> Iterator[SwitchProcess]:
     """Start `p4switch` with ``args`` (logging at info unless they say otherwise) and wait for its
-    "listening" line; killed afterwards by pid. The log is ``log_file`` plus ``.txt`` (BMv2's naming)."""
+    "listening" line; killed afterwards by pid. The log is ``log_file`` plus ``.txt`` (BMv2's naming).
+    ``env`` adds environment variables."""
     port = targets.free_port()
     cmd = [str(VENV_BIN / "p4switch"), "--device-id", str(device_id), "--grpc-server-addr",
            f"127.0.0.1:{port}", "--log-file", str(log_file), "-L", "info", *args]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **(env or {})})
     handle = SwitchProcess(proc, f"127.0.0.1:{port}", Path(f"{log_file}.txt"))
     try:
         handle.output = wait_for_line(proc, "listening", 30)

@@ -4,6 +4,7 @@ refusing rings get: frames forwarded between veths, 802.1Q tags kept, pcap files
 from __future__ import annotations
 
 import logging
+import subprocess
 import sys
 import threading
 import time
@@ -104,3 +105,23 @@ def test_packet_out_threads_and_the_receive_loop_share_a_port_without_tearing_it
     with open(tmp_path / f"{port2.iface}_out.pcap", "rb") as capture:
         records = [frame for _, frame in read_pcap(capture, "out")]
     assert sorted(records) == sorted(expected)
+
+
+def test_a_vanished_interface_is_reported_once_and_dropped_from_the_loop(
+        running: tuple[Dataplane, list[harness.RawPort]], caplog: pytest.LogCaptureFixture) -> None:
+    dataplane, hosts = running
+    caplog.set_level(logging.WARNING)
+    port2 = dataplane.ports[2]
+    subprocess.run(["ip", "link", "del", port2.iface], check=True, capture_output=True, timeout=20)
+    deadline = time.monotonic() + 5
+    while not port2.lost and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert port2.lost and dataplane.stats["port_lost"] == 1
+    time.sleep(0.5)  # the socket's error was read once; a spinning loop would read it again and again
+    assert port2.errors["socket_errors"] == 1
+    assert sum("disappeared" in r.getMessage() for r in caplog.records) == 1
+    rx = dataplane.ports[1].rx
+    hosts[0].send(frame_to(HOST_B, b"still"))  # port 1 is still served
+    while dataplane.ports[1].rx == rx and time.monotonic() < deadline + 5:
+        time.sleep(0.02)
+    assert dataplane.ports[1].rx == rx + 1
