@@ -8,8 +8,10 @@ pipeline drivers of switch.py.
 
 Conventions of the generated code (see p4switch/native/c/np_runtime.h for the values and the runtime):
 - header types are ``H_<name>`` structs (``valid_`` and one ``f_<field>`` per field), structs ``S_<name>``,
-  stacks ``STK_<header>_<size>`` (their ``e[]``); assignment of a header, struct or stack is C's struct
-  assignment, which copies every field and the validity as the Python engine's ``set_`` does;
+  stacks ``STK_<element>_<size>`` (their ``e[]`` of headers or header unions); assignment of a header,
+  struct or stack is C's struct assignment, which copies every field and the validity as the Python
+  engine's ``set_`` does; a stack element at a run-time index is the element or, out of range, a blank of
+  that site zeroed at each use (reads see an invalid zero header, writes are lost);
 - every block is a function taking the per-packet context ``X`` and pointers to its parameters (a
   packet_in/packet_out parameter is X itself); control locals live in a ``Loc_<control>`` the control's
   actions reach as ``L``; an action is ``ACT<n>(X, <params>, L, A)`` with its action data as 64-bit
@@ -209,11 +211,21 @@ class CCodegen:
             o.dedent()
             o.line(f"}} H_{cid(name)};")
             self.gen_pack(name, h)
-        for elem, size in self.stacks_used():
-            o.line(f"typedef struct {{ H_{cid(elem)} e[{size}]; }} {self.stack_type(ir.TStack(elem, size))};")
+        stacks = self.stacks_used()
+        for elem, size in stacks:
+            if elem in self.headers:
+                self.gen_stack(elem, size)
         for name in self.struct_order():
             members = [(f"f_{cid(f.name)}", f.type) for f in self.structs[name].fields]
             self.gen_record(f"S_{cid(name)}", members)
+            for elem, size in stacks:
+                if elem == name:  # a stack of header unions, once its element type exists
+                    self.gen_stack(elem, size)
+
+    def gen_stack(self, elem: str, size: int) -> None:
+        """A stack's C type: its elements are headers, or header unions (structs of headers)."""
+        ctype = f"H_{cid(elem)}" if elem in self.headers else f"S_{cid(elem)}"
+        self.out.line(f"typedef struct {{ {ctype} e[{size}]; }} {self.stack_type(ir.TStack(elem, size))};")
 
     def stacks_used(self) -> list[tuple[str, int]]:
         """Every header stack type of the structs and locals, so their C types exist before use."""
@@ -237,8 +249,9 @@ class CCodegen:
             if name in path:
                 raise ProgramError(f"struct {name} contains itself")
             for f in self.structs[name].fields:
-                if isinstance(f.type, ir.TStruct) and f.type.name in self.structs:
-                    visit(f.type.name, (*path, name))
+                inner = f.type.elem if isinstance(f.type, ir.TStack) else getattr(f.type, "name", None)
+                if isinstance(f.type, ir.TStruct | ir.TStack) and inner in self.structs:
+                    visit(inner, (*path, name))  # a struct, or the union elements of a stack
             order.append(name)
 
         for name in self.structs:
@@ -332,6 +345,18 @@ class CCodegen:
         if not isinstance(stack, ir.TStack) or not 0 <= e.index < stack.size:
             raise self.unsupported(e, f"header stack index {e.index} out of range")
         return f"({self.expr(e.expr, sc)}).e[{e.index}]"
+
+    def e_dyn_index(self, e: ir.DynIndex, t: ir.Type, sc: CScope) -> str:
+        """The element at a run-time index, or (out of range) a zeroed blank of this site: reads see an
+        invalid header with every field zero and writes are lost, as the Python engine's ``_at``."""
+        stack = e.expr.type
+        if not isinstance(stack, ir.TStack):
+            raise ProgramError(f"{self.src}: index into a {stack.k}, not a header stack")
+        index = f"_i >= 0 && _i < {stack.size}" if isinstance(e.index.type, ir.TInt) else f"_i < {stack.size}"
+        return (f"(*({{ {self.ctype(e.index.type)} _i = {self.expr(e.index, sc)}; "
+                f"static __thread {self.ctype(t)} _blank; "
+                f"({index}) ? &({self.expr(e.expr, sc)}).e[_i] "
+                f": (memset(&_blank, 0, sizeof _blank), &_blank); }}))")
 
     def e_slice(self, e: ir.Slice, t: ir.Type, sc: CScope) -> str:
         base = f"(({self.utype(e.expr.type)})({self.expr(e.expr, sc)}))"

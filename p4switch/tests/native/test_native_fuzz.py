@@ -15,7 +15,8 @@ from p4switch.native import fuzz
 
 TESTS = Path(__file__).resolve().parents[1]
 PROGRAMS = [TESTS.parents[1] / "p4src" / "main.p4", TESTS / "programs" / "features.p4",
-            TESTS / "conformance" / "replication.p4", TESTS / "conformance" / "selector.p4"]
+            TESTS / "conformance" / "replication.p4", TESTS / "conformance" / "selector.p4",
+            TESTS / "conformance" / "header_stacks.p4"]
 FRAMES = {"main.p4": 20_000}
 
 
