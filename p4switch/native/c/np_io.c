@@ -38,7 +38,8 @@
 #define NP_BURST 64            /* frames taken from one port before looking at the others */
 #define NP_TX_BATCH 64         /* frames per sendmmsg() */
 #define NP_TX_BYTES (1u << 20) /* bytes buffered per port before a send */
-#define NP_RING_BYTES (8u << 20)
+#define NP_RING_BYTES (1u << 20) /* per port, kernel memory mapped into the switch: 512 frames at 1500-byte
+                                  * MTU, 64 at 9000; as the Python data plane's RING_BYTES */
 #define NP_SOCKET_BUFFER (32 << 20)
 #define NP_PCAP_BUFFER (256u << 10)
 #define NP_QUEUE_BUDGET (64u << 20)
