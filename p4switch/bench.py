@@ -75,6 +75,8 @@ SRC_MAC, DST_MAC = bytes.fromhex("020000000001"), bytes.fromhex("020000000002")
 SO_TIMESTAMPNS = 35
 TIMESPEC = struct.Struct("qq")
 Setup = Callable[[harness.StreamClient, harness.Program], None]
+START_SECONDS = 180.0
+"""how long a switch may take to start (a machine running other suites is slow to start Python)"""
 BMV2_WINDOW = 32
 """frames in flight at most through BMv2 (see windowed)"""
 _veths = itertools.count()
@@ -315,7 +317,7 @@ def process(kind: str, ifaces: tuple[str, str], work: Workload, workdir: Path, p
             yield bmv2_proc.pid, f"127.0.0.1:{port}", work.bmv2_program
     else:
         args = [*ports, "--log-level", "warn", "--engine", kind, *capture, str(work.program.json_path)]
-        with harness.switch_process(args, workdir / f"{name}.log") as switch:
+        with harness.switch_process(args, workdir / f"{name}.log", start_timeout=START_SECONDS) as switch:
             yield switch.proc.pid, switch.address, work.program
 
 
@@ -380,7 +382,8 @@ def bench_idle(program: harness.Program, engine: str, count: int, seconds: float
         for i in range(count):
             ports = ["-i", f"1@{pairs[2 * i][0]}", "-i", f"2@{pairs[2 * i + 1][0]}"]
             args = [*ports, "--log-level", "warn", "--engine", engine, str(program.json_path)]
-            proc = stack.enter_context(harness.switch_process(args, workdir / f"idle{i}", device_id=i + 1))
+            proc = stack.enter_context(harness.switch_process(args, workdir / f"idle{i}", device_id=i + 1,
+                                                              start_timeout=START_SECONDS))
             pids.append(proc.proc.pid)
         time.sleep(5)  # starting up is not idling
         before = sum(cpu_seconds(pid) for pid in pids)

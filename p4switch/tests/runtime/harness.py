@@ -381,7 +381,7 @@ def wait_for_line(proc: subprocess.Popen[str], text: str, timeout: float) -> lis
 
 @contextlib.contextmanager
 def switch_process(args: list[str], log_file: Path, device_id: int = DEVICE_ID,
-                   env: dict[str, str] | None = None) -> Iterator[SwitchProcess]:
+                   env: dict[str, str] | None = None, start_timeout: float = 30.0) -> Iterator[SwitchProcess]:
     """Start `p4switch` with ``args`` (logging at info unless they say otherwise) and wait for its
     "listening" line; killed afterwards by pid. The log is ``log_file`` plus ``.txt`` (BMv2's naming).
     ``env`` adds environment variables."""
@@ -392,7 +392,7 @@ def switch_process(args: list[str], log_file: Path, device_id: int = DEVICE_ID,
                             env={**os.environ, **(env or {})})
     handle = SwitchProcess(proc, f"127.0.0.1:{port}", Path(f"{log_file}.txt"))
     try:
-        handle.output = wait_for_line(proc, "listening", 30)
+        handle.output = wait_for_line(proc, "listening", start_timeout)
         yield handle
     finally:
         handle.stop()
