@@ -708,8 +708,11 @@ class CCodegen:
     def call_recirculate(self, s: ir.Call, sc: CScope) -> None:
         raise ProgramError(f"{self.src}: recirculate is not supported by p4switch")
 
-    call_resubmit_preserving_field_list = call_resubmit
-    call_recirculate_preserving_field_list = call_recirculate
+    def call_resubmit_preserving_field_list(self, s: ir.Call, sc: CScope) -> None:
+        raise self.unsupported(s, "resubmit_preserving_field_list (the Python engine runs it)")
+
+    def call_recirculate_preserving_field_list(self, s: ir.Call, sc: CScope) -> None:
+        raise self.unsupported(s, "recirculate_preserving_field_list (the Python engine runs it)")
 
     def packed(self, data: tuple[ir.Expr, ...], sc: CScope, buf: str) -> int:
         """Emit a byte array ``buf`` holding the fields packed bit by bit as BMv2 does (zero-padded to a
@@ -1003,7 +1006,7 @@ class CCodegen:
         selector = [k for k in t.keys if k.match == "selector"]
         o = self.out
         o.line(f"np_table *T = &X->sw->tables[{tid}];")
-        kw = sum(words(self.width(k.type)) for k in keys)
+        kw = sum(words(self.key_width(k)) for k in keys)
         o.line(f"u64 k[{max(kw, 1)}];")
         word = 0
         for k in keys:
@@ -1038,10 +1041,14 @@ class CCodegen:
         o.line(self.dispatch(t, c, sc, "r->action", "r->args"))
         o.line("return r->action;")
 
+    def key_width(self, k: ir.TableKey) -> int:
+        """Bits of a key; an error key holds the error's number (32 bits, as control.key_width)."""
+        return 32 if isinstance(k.type, ir.TError) else self.width(k.type)
+
     def key_value(self, k: ir.TableKey, sc: CScope, word: int) -> int:
         """Emit the key field into k[word...] as its unsigned bits; returns the next word."""
         v = self.expr(k.expr, sc)
-        w = self.width(k.expr.type)
+        w = self.key_width(k)
         bits = f"((u128)({v}) & {self.uconst(mask(w))})"
         if w <= 64:
             self.out.line(f"k[{word}] = (u64){bits};")
@@ -1134,7 +1141,7 @@ class CCodegen:
             for k in keys:
                 if k.match not in KEY_KINDS:
                     raise ProgramError(f"{t.src}: match kind {k.match} is not supported by p4switch")
-                w = self.width(k.type)
+                w = self.key_width(k)
                 fields.append(f"{{{KEY_KINDS[k.match]}, {w}, {word}, {words(w)}}}")
                 word += words(w)
             o.line(f"static const np_key_desc np_keys{tid}[] = {{{', '.join(fields) or '{0, 0, 0, 0}'}}};")
