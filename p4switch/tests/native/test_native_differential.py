@@ -11,8 +11,7 @@ import pytest
 
 from p4switch.native import differential
 
-FALLBACKS = {"resubmit_recirculate.p4": "resubmit_preserving_field_list"}
-"""test programs the native engine does not run yet, and the construct its fallback note names"""
+FALLBACKS = differential.NOT_NATIVE
 PROGRAMS = [p for p in differential.default_programs() if p.name not in FALLBACKS]
 FRAMES = {"main.p4": 4000}
 
