@@ -198,7 +198,6 @@ def _run(args: argparse.Namespace) -> int:
             await sm.run()
         finally:
             server.close()
-            control_path.unlink(missing_ok=True)
 
     try:
         asyncio.run(serve())

@@ -1,9 +1,13 @@
-"""The running SM's control socket: one JSON request per connection, one JSON answer.
+"""The running SM's control socket: JSON lines, one answer per request, any number of requests.
 
 ``{"cmd": "status"}`` answers what :meth:`SubnetManager.status` says, ``{"cmd": "partitions"}`` what
 :meth:`SubnetManager.partitions_report` says; ``{"cmd": "policy", "policy": "dt"}`` switches the filter
-policy at run time. The socket lives in the run directory (mode 0600: only the user
-who runs the SM may change its policy).
+policy at run time. Every request gets exactly one answer line, ``{"ok": true, ...}``
+or ``{"ok": false, "error": "..."}``: a request that is not a JSON object with a ``"cmd"`` string, is
+longer than :data:`ibsec.jsonin.MAX_REQUEST_BYTES`, nests too deep or holds a number out of range is
+answered with an error naming the field (:func:`ibsec.jsonin.decode_request`). A client that goes away
+before its answer is not an error: it is counted. The socket lives in the run directory (mode 0600: only
+the user who runs the SM may change its policy).
 """
 
 from __future__ import annotations
@@ -11,37 +15,99 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import socket
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from ibsec import jsonin
+
+from . import entries
 from .core import SmConfigError, SubnetManager
 
+log = logging.getLogger("ibsm.control")
 
-async def serve_control(sm: SubnetManager, path: Path) -> asyncio.AbstractServer:
-    with contextlib.suppress(FileNotFoundError):
-        path.unlink()
+COMMANDS = ("status", "partitions", "policy")
 
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+
+class ControlServer:
+    """Serves ``sm`` on a Unix socket; ``counters`` says how requests went (also in ``status``)."""
+
+    def __init__(self, sm: SubnetManager, path: Path) -> None:
+        self.sm = sm
+        self.path = path
+        self.counters: Counter[str] = Counter()
+        self._server: asyncio.AbstractServer | None = None
+
+    async def start(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+        # the reader's limit bounds a line: a longer one ends in ValueError, answered and closed
+        self._server = await asyncio.start_unix_server(self._connection, path=str(self.path),
+                                                       limit=jsonin.MAX_REQUEST_BYTES + 1)
+        os.chmod(self.path, 0o600)
+        self.sm.control_counters = self.counters
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        self.path.unlink(missing_ok=True)
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.counters["connections"] += 1
         try:
-            request = json.loads(await reader.readline())
-            if request.get("cmd") == "status":
-                answer: dict[str, Any] = {"ok": True, "status": await sm.status()}
-            elif request.get("cmd") == "partitions":
-                answer = {"ok": True, "partitions": sm.partitions_report()}
-            elif request.get("cmd") == "policy":
-                answer = {"ok": True, "result": await sm.set_policy(str(request.get("policy")))}
-            else:
-                answer = {"ok": False, "error": f"unknown command {request.get('cmd')!r}"}
-        except (ValueError, SmConfigError) as err:
-            answer = {"ok": False, "error": str(err)}
+            while True:
+                try:
+                    line = await reader.readline()
+                except ValueError:  # longer than the limit: nothing of it can be trusted to end a line
+                    self.counters["refused"] += 1
+                    await self._reply(writer, {"ok": False, "error": f"request longer than "
+                                               f"{jsonin.MAX_REQUEST_BYTES} bytes"})
+                    return
+                if not line:
+                    return
+                await self._reply(writer, await self.answer(line))
+        except (ConnectionError, asyncio.IncompleteReadError):
+            self.counters["client_gone"] += 1  # the client left before its answer: its business
+        except Exception:  # never a traceback from asyncio's callback, and the SM keeps serving
+            self.counters["internal_errors"] += 1
+            log.exception("control connection failed")
+        finally:
+            writer.close()
+            with contextlib.suppress(ConnectionError):
+                await writer.wait_closed()
+
+    async def answer(self, line: bytes) -> dict[str, Any]:
+        """The answer to one request line."""
+        self.counters["requests"] += 1
+        try:
+            request = jsonin.decode_request(line.rstrip(b"\r\n"))
+            cmd = request["cmd"]
+            if cmd == "status":
+                return {"ok": True, "status": await self.sm.status()}
+            if cmd == "partitions":
+                return {"ok": True, "partitions": self.sm.partitions_report()}
+            if cmd == "policy":
+                policy = request.get("policy")
+                if not isinstance(policy, str):
+                    raise SmConfigError(f"policy: expected a string, one of {', '.join(entries.POLICIES)}")
+                return {"ok": True, "result": await self.sm.set_policy(policy)}
+            raise SmConfigError(f"unknown command {cmd[:64]!r}: expected one of {', '.join(COMMANDS)}")
+        except (jsonin.JsonInputError, SmConfigError) as err:
+            self.counters["refused"] += 1
+            return {"ok": False, "error": str(err)}
+
+    @staticmethod
+    async def _reply(writer: asyncio.StreamWriter, answer: dict[str, Any]) -> None:
         writer.write(json.dumps(answer).encode() + b"\n")
         await writer.drain()
-        writer.close()
 
-    server = await asyncio.start_unix_server(handle, path=str(path))
-    os.chmod(path, 0o600)
+
+async def serve_control(sm: SubnetManager, path: Path) -> ControlServer:
+    server = ControlServer(sm, path)
+    await server.start()
     return server
 
 

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -108,6 +109,7 @@ class SubnetManager:
         self.state: dict[str, str] = {s.name: "connecting" for s in topo.switches}
         self.lost_at: dict[str, float] = {}
         self.stats: dict[str, int] = {"packet_ins": 0, "ignored": 0}
+        self.control_counters: Counter[str] = Counter()  # the control socket's (ibsm.control)
         self._controller: fy.Controller | None = None
         self._probes: set[asyncio.Task[None]] = set()
         self._sif_lock = asyncio.Lock()
@@ -422,7 +424,8 @@ class SubnetManager:
         return {"policy": self.policy, "scheme": self.plan.scheme,
                 "switches": dict(self.state), "filters": filters,
                 "traps": dict(self.traps.counters), "packet_ins": self.stats["packet_ins"],
-                "keys_outstanding": self.keys.outstanding(), "events": dict(self.events.counts)}
+                "keys_outstanding": self.keys.outstanding(), "events": dict(self.events.counts),
+                "control": dict(self.control_counters)}
 
     def partitions_report(self) -> list[dict[str, Any]]:
         """Partitions, their members as written and as each host holds them, multicast groups:

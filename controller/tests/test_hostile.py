@@ -1,0 +1,95 @@
+"""The SM under hostile input (issue 14): control-socket abuse, a flood that claims the SM's own GID,
+traps replayed after the SM restarted, an agent that restarted and lost its keys.
+
+Against in-process software switches and a real SubnetManager over gRPC, as test_sm_inprocess.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import socket
+import struct
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ibsm import control
+from ibsm.lab import Fabric, ca_keys
+
+from .test_sm_inprocess import _start, fabric  # noqa: F401 - the fixture is used by name
+
+MALFORMED = [
+    (b"[1, 2]", 'a request is a JSON object with a "cmd" string, got a list'),
+    (b"null", "got null"),
+    (b"42", "got a number"),
+    (b'"status"', "got a string"),
+    (b"{", "not JSON: line 1 column 2"),
+    (b'{"cmd": 7}', "cmd: expected a string, got a number"),
+    (b'{"cmd": "policy", "policy": Infinity}', "policy: Infinity is not a number JSON allows"),
+    (b'{"cmd": "status", "since": 1e999}', "since: 1e999 is not a finite number"),
+    (b'{"cmd": "status", "n": ' + b"9" * 5000 + b"}", "n: 999999999999... (5000 characters) is an "
+     "integer outside -2^63..2^64-1"),
+    (b'{"cmd": "status", "a": ' + b"[" * 40 + b"]" * 40 + b"}", "nested 41 levels deep: at most 32"),
+    (b"\xff\xfe{}", "request is not UTF-8 (byte 0)"),
+    (b'{"cmd": "reboot"}', "unknown command 'reboot'"),
+    (b'{"cmd": "policy", "policy": ["dt"]}', "policy: expected a string"),
+    (b'{"cmd": "policy", "policy": "fast"}', "policy 'fast': expected one of none, dt, if, sif"),
+]
+
+
+async def _ask(path: Path, line: bytes) -> dict[str, Any]:
+    reader, writer = await asyncio.open_unix_connection(str(path), limit=1 << 22)
+    try:
+        writer.write(line + b"\n")
+        await writer.drain()
+        answer = await asyncio.wait_for(reader.readline(), 10)
+        assert answer, f"connection closed without an answer to {line[:40]!r}"
+        result: dict[str, Any] = json.loads(answer)
+        return result
+    finally:
+        writer.close()
+
+
+async def _vanish(path: Path, line: bytes, reset: bool) -> None:
+    """A client that sends a request and leaves without reading the answer (``reset``: with an RST)."""
+    reader, writer = await asyncio.open_unix_connection(str(path))
+    writer.write(line + b"\n")
+    await writer.drain()
+    if reset:
+        sock = writer.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    writer.close()
+
+
+async def test_control_socket_answers_every_malformed_request(
+        fabric: Fabric, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:  # noqa: F811
+    caplog.set_level(logging.INFO)
+    run = await _start(fabric, ca_keys(fabric.topo), tmp_path, distribute_keys=False)
+    server = await control.serve_control(run.sm, tmp_path / "sm.sock")
+    try:
+        path = tmp_path / "sm.sock"
+        for line, expected in MALFORMED:
+            answer = await _ask(path, line)
+            assert answer["ok"] is False and expected in answer["error"], (line[:60], answer)
+        too_long = await _ask(path, b'{"cmd": "status", "pad": "' + b"x" * 70_000 + b'"}')
+        assert too_long == {"ok": False, "error": "request longer than 65536 bytes"}
+        deep = await _ask(path, b"[" * 100_000)
+        assert deep["ok"] is False
+        for i in range(50):
+            await _vanish(path, b'{"cmd": "status"}', reset=bool(i % 2))
+        reader, writer = await asyncio.open_unix_connection(str(path))
+        for _ in range(3):  # several requests on one connection, each answered in turn
+            writer.write(b'{"cmd": "status"}\n')
+            assert json.loads(await reader.readline())["ok"] is True
+        writer.close()
+        status = (await _ask(path, b'{"cmd": "status"}'))["status"]
+        assert status["switches"] == {"s1": "up", "s2": "up", "s3": "up", "s4": "up"}
+        assert status["control"]["refused"] == len(MALFORMED) + 2
+        assert status["control"].get("internal_errors", 0) == 0
+    finally:
+        server.close()
+        await run.stop()
+    noisy = [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
+    assert not noisy, [r.getMessage() for r in noisy]
