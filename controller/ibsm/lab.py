@@ -163,11 +163,13 @@ def sealed_mad(topo: Topology, sender: Host, key: keys.Key, mad: Packet) -> byte
 
 
 def flood_frame(topo: Topology, claimed: str, victim: str, pkey: int) -> bytes:
-    """One packet of a P_Key flood: a UD SEND with ``pkey`` whose source GID is forged as ``claimed``'s."""
+    """One packet of a P_Key flood: a UD SEND with ``pkey`` whose source GID is forged as ``claimed``'s
+    (a host's name, or ``"SM"`` for the SM's own GID)."""
     hosts = {h.name: h for h in topo.hosts}
-    return bytes(Ether(src=addressing.guid_to_mac(hosts[claimed].guid),
+    source = topo.sm_gid if claimed == "SM" else hosts[claimed].gid
+    return bytes(Ether(src=addressing.guid_to_mac(addressing.parse_gid(source).guid),
                        dst=addressing.guid_to_mac(hosts[victim].guid))
-                 / IPv6(src=hosts[claimed].gid, dst=hosts[victim].gid)
+                 / IPv6(src=source, dst=hosts[victim].gid)
                  / UDP(sport=0xC000, dport=4791)
                  / layers.BTH(opcode=0x64, pkey=pkey, dqpn=0x10, psn=1)
                  / layers.DETH(qkey=0x1111, srcqp=2) / Raw(b"x" * 16))

@@ -5,7 +5,8 @@ whose GID sent it (``ibsec.mad_auth``) and its TransactionID is newer than that 
 trap is dropped, counted and reported, so nobody can make the SM filter an innocent port. Then, as
 OpenSM does, repeats of one trap (same number, issuer, key and claimed source) within a window are
 suppressed. A bad-P_Key trap's MF gives the true (switch, port, host) the offending packet entered at,
-whatever source GID it claimed (:func:`ibsm.fabric.trace`); both are kept in the report.
+whatever source GID it claimed, the SM's own included (:func:`ibsm.fabric.trace`); both are kept in the
+report, and only the traced port is ever acted on.
 """
 
 from __future__ import annotations
@@ -180,10 +181,9 @@ class TrapHandler:
             report.reason = "no MF extension: cannot trace"
             return
         report.mf = int(notice.mf)
-        if dst_id(report.claimed_source) == dst_id(self.topo.sm_gid):
-            # the SM's own PacketOuts leave the switch unmarked: nothing to trace (and nobody to filter)
-            report.reason = "the offending packet claims to come from the SM: not traced"
-            return
+        # Whatever the packet claims, the SM's GID included, the mark says where it entered: the switches
+        # overwrite it at every host port. The SM's own MADs carry only the management P_Key, which SIF
+        # never filters, so tracing them too can cut nobody off.
         victim = next(h for h in self.topo.hosts if h.name == report.victim)
         try:
             report.trace = trace(self.topo, self.plan, victim, report.mf)
@@ -193,8 +193,9 @@ class TrapHandler:
     def _suppressed(self, report: TrapReport) -> bool:
         """OpenSM's repeat suppression: the same trap within the window is counted, not acted on."""
         now = self.clock()
-        key = (report.number, report.victim, report.bad_key, report.claimed_source,
-               report.trace.port if report.trace else None)
+        # a traced trap is the same trap whatever source it claims (an attacker may vary the claim)
+        origin = (report.trace.switch, report.trace.port) if report.trace else report.claimed_source
+        key = (report.number, report.victim, report.bad_key, origin)
         last = self._seen.get(key)
         if last is not None and now - last < self.options.suppress_window:
             return True

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ibsm import control
-from ibsm.lab import Fabric, ca_keys
+from ibsm import control, entries
+from ibsm.lab import Fabric, ca_keys, flood_frame
 
-from .test_sm_inprocess import _start, fabric  # noqa: F401 - the fixture is used by name
+from .test_sm_inprocess import _agents, _events, _start, _until, fabric  # noqa: F401 - fixture by name
 
 MALFORMED = [
     (b"[1, 2]", 'a request is a JSON object with a "cmd" string, got a list'),
@@ -93,3 +93,27 @@ async def test_control_socket_answers_every_malformed_request(
         await run.stop()
     noisy = [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
     assert not noisy, [r.getMessage() for r in noisy]
+
+
+async def test_flood_claiming_the_sms_gid_is_traced_and_filtered(
+        fabric: Fabric, tmp_path: Path) -> None:  # noqa: F811
+    """The marking field is written by the switches whatever the source claims: h1 pretending to be the
+    SM is traced to its own port and filtered there like any other attacker."""
+    store = ca_keys(fabric.topo)
+    _agents(fabric, store, tmp_path)
+    run = await _start(fabric, store, tmp_path, distribute_keys=False)
+    try:
+        fabric.send_from_host("h1", flood_frame(fabric.topo, claimed="SM", victim="h3", pkey=0x1234))
+        await _until(lambda: fabric.entries("s1", entries.INVALID_PKEYS))
+        (entry,) = fabric.entries("s1", entries.INVALID_PKEYS)
+        assert entry.match[entries.INGRESS_PORT].value == 1 and entry.match[entries.P_KEY].value == 0x1234
+        (tb,) = _events(tmp_path, "traceback")
+        assert (tb["claimed_source"], tb["claimed_host"], tb["traced_host"], tb["traced_switch"],
+                tb["traced_port"]) == (fabric.topo.sm_gid, None, "h1", "s1", 1)
+        (installed,) = _events(tmp_path, "filter-installed")
+        assert (installed["switch"], installed["port"], installed["pkey"]) == ("s1", 1, "0x1234")
+        fabric.send_from_host("h1", flood_frame(fabric.topo, claimed="SM", victim="h3", pkey=0x1234))
+        device = fabric.devices["s1"].switch
+        assert device is not None and device.counter_read(entries.PKEY_VIOLATIONS, 1)[1] == 1
+    finally:
+        await run.stop()

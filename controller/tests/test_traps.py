@@ -85,12 +85,14 @@ def test_not_a_mad_is_ignored() -> None:
     assert parse_frame(b"\x00" * 60) is None
 
 
-def test_trap_about_the_sms_own_packets_is_not_traced(fat_tree: Topology) -> None:
-    """The SM's PacketOuts leave unmarked; a trap about them names no attacker (and filters nothing)."""
-    handler, store, _ = _handler(fat_tree)
-    victim = fat_tree.hosts[2]
-    frame = trap_257(fat_tree, victim, store.ca_key(victim.guid), bad_pkey=0xFFFF,
-                     claimed_gid=fat_tree.sm_gid, mf=0)
-    report = handler.handle(parse_frame(frame), "s2", 1)
-    assert report.status == "accepted" and report.trace is None
-    assert "claims to come from the SM" in report.reason
+def test_trap_claiming_the_sms_gid_is_traced_by_its_mark(fat_tree: Topology, mesh: Topology) -> None:
+    """Issue 14, defect 8: a source GID is a claim, the SM's included; the mark says who sent it."""
+    for topo in (fat_tree, mesh):
+        handler, store, _ = _handler(topo)
+        hosts = {h.name: h for h in topo.hosts}
+        _, mf = _walk(topo, plan_fabric(topo), hosts["h2"], hosts["h3"], random.Random(1))
+        frame = trap_257(topo, hosts["h3"], store.ca_key(hosts["h3"].guid), bad_pkey=0x1234,
+                         claimed_gid=topo.sm_gid, mf=mf)
+        report = handler.handle(parse_frame(frame), "s2", 1)
+        assert (report.status, report.reason, report.claimed_source) == ("accepted", "", topo.sm_gid)
+        assert report.trace is not None and report.trace.host == "h2"
