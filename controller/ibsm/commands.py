@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import finsy as fy
-from ibsec import keys
+from ibsec import keys, mad_auth
 from ibsec.marking import TopologyTooLarge
 
 from . import control, report
@@ -33,7 +33,7 @@ from .traps import TrapOptions
 RUNS = (Path("runs"), Path(__file__).resolve().parents[2] / "runs")
 """Where `sm traceback` and `sm status` look for the newest run: ./runs, then the project's runs/."""
 CONFIG_ERRORS = (TopologyError, PartitionError, TopologyTooLarge, FabricError, SmConfigError,
-                 keys.IbsecKeyError)
+                 keys.IbsecKeyError, mad_auth.ReplayStateError)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -162,7 +162,8 @@ def build(args: argparse.Namespace) -> tuple[SubnetManager, Path]:
                         distribute_keys=not args.no_keys,
                         generated_keys=key_db.parent / f"{key_db.stem}-generated.keys",
                         sif=SifOptions(quiet_period=args.quiet_period, poll_interval=args.poll_interval),
-                        traps=TrapOptions(suppress_window=args.suppress_window),
+                        traps=TrapOptions(suppress_window=args.suppress_window,
+                                          replay_state=key_db.parent / f"{key_db.stem}-replay.state"),
                         keys=KeyOptions(timeout=args.key_timeout, attempts=args.key_attempts),
                         tls=_tls(args))
     if options.tls is not None:

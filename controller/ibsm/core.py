@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import finsy as fy
-from ibsec import keys, layers
+from ibsec import keys, layers, mad_auth
 
 from . import entries
 from .events import EventLog
@@ -29,7 +29,7 @@ from .partitions import DEFAULT_PKEY, PKEY_BASE, describe, pkey_tables, valid_pk
 from .reconcile import read_owned, reconcile
 from .sif import INVALID_LIST, OFF, VALID_LIST, Action, PortId, Sif, SifOptions
 from .topology import Partition, Topology
-from .traps import MadSource, RawMad, TrapHandler, TrapOptions, TrapReport, parse_frame
+from .traps import MadSource, NotAMad, RawMad, TrapHandler, TrapOptions, TrapReport, parse_frame
 
 log = logging.getLogger("ibsm")
 
@@ -108,7 +108,8 @@ class SubnetManager:
         self.switches: dict[str, fy.Switch] = {}
         self.state: dict[str, str] = {s.name: "connecting" for s in topo.switches}
         self.lost_at: dict[str, float] = {}
-        self.stats: dict[str, int] = {"packet_ins": 0, "ignored": 0}
+        self.stats: dict[str, int] = {"packet_ins": 0}
+        self.mads: Counter[str] = Counter()  # PacketIns that are no trap, by outcome
         self.control_counters: Counter[str] = Counter()  # the control socket's (ibsm.control)
         self._controller: fy.Controller | None = None
         self._probes: set[asyncio.Task[None]] = set()
@@ -254,15 +255,20 @@ class SubnetManager:
             self.stats["packet_ins"] += 1
             try:
                 await self.on_packet_in(sw.name, int(packet["ingress_port"]), packet.payload)
-            except Exception:  # one bad packet must not stop the switch's reader
+            except Exception:  # one bad packet must not stop the switch's reader: counted, and a bug
+                self.mads["internal-error"] += 1
                 log.exception("%s: PacketIn handling failed", sw.name)
 
     async def on_packet_in(self, switch: str, port: int, frame: bytes) -> TrapReport | None:
-        """One MAD that reached the SM: a trap (authenticated, traced, maybe filtered) or a key ACK."""
+        """One MAD that reached the SM: a trap (authenticated, traced, maybe filtered) or a key ACK.
+
+        Every PacketIn is counted once: a trap under its outcome in ``traps.counters``, anything else
+        in ``mads`` (not a MAD, by reason; a key ACK, expected or not)."""
         received = time.monotonic()
-        raw = parse_frame(frame)
-        if raw is None:
-            self.stats["ignored"] += 1
+        try:
+            raw = parse_frame(frame)
+        except NotAMad as err:
+            self.mads[f"ignored-{err.reason}"] += 1
             return None
         if raw.is_response:
             self._on_key_response(raw)
@@ -290,13 +296,15 @@ class SubnetManager:
     def _on_key_response(self, raw: RawMad) -> None:
         try:
             host, mad = self.traps.source.sender(raw)
-        except Exception as err:  # forged or unknown: counted like a forged trap
-            self.traps.counters["forged"] += 1
+        except mad_auth.MadAuthError as err:  # forged, or from no host of the topology
+            self.mads["key-ack-forged"] += 1
             self.events.emit("trap", status="forged", reason=f"key response: {err}")
             return
         result = self.keys.on_response(host, mad)
-        if result is None:
+        if result is None:  # a duplicate, a replay, or for a delivery this SM never sent
+            self.mads["key-ack-unexpected"] += 1
             return
+        self.mads["key-ack"] += 1
         delivery, status = result
         event = "key-delivered" if status == layers.MadStatus.OK else "key-rejected"
         self.events.emit(event, host=delivery.host, key=delivery.what, attempts=delivery.attempts,
@@ -423,7 +431,8 @@ class SubnetManager:
                             "active_s": round(time.monotonic() - state.since, 3)})
         return {"policy": self.policy, "scheme": self.plan.scheme,
                 "switches": dict(self.state), "filters": filters,
-                "traps": dict(self.traps.counters), "packet_ins": self.stats["packet_ins"],
+                "traps": dict(self.traps.counters), "mads": dict(self.mads),
+                "packet_ins": self.stats["packet_ins"],
                 "keys_outstanding": self.keys.outstanding(), "events": dict(self.events.counts),
                 "control": dict(self.control_counters)}
 

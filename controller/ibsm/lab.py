@@ -44,13 +44,20 @@ class Fabric:
     host_rx: dict[str, queue.Queue[bytes]] = field(default_factory=dict)
     servers: dict[str, tuple[grpc.Server, P4RuntimeService]] = field(default_factory=dict)
     receivers: dict[str, Callable[[bytes], None]] = field(default_factory=dict)
+    taps: dict[str, list[bytes]] = field(default_factory=dict)
 
     def attach(self, host: str, receive: Callable[[bytes], None]) -> None:
         """Frames to ``host`` go to ``receive`` (a host agent) instead of its queue."""
         self.receivers[host] = receive
 
+    def tap(self, host: str) -> list[bytes]:
+        """From now on, every frame ``host`` sends is also kept in the returned list (a capture)."""
+        return self.taps.setdefault(host, [])
+
     def send_from_host(self, host: str, frame: bytes) -> None:
         """``host`` puts ``frame`` on its cable."""
+        if host in self.taps:
+            self.taps[host].append(frame)
         spec = next(h for h in self.topo.hosts if h.name == host)
         self.devices[spec.switch].process(spec.port, frame)
 

@@ -1,8 +1,9 @@
 """Traps from the CAs (DESIGN 4, 7): authenticate, suppress repeats, decode the MF to the true ingress.
 
 A PacketIn of a MAD for the SM is trusted only when its GCM trailer verifies under the CA_SK of the host
-whose GID sent it (``ibsec.mad_auth``) and its TransactionID is newer than that host's last one: a forged
-trap is dropped, counted and reported, so nobody can make the SM filter an innocent port. Then, as
+whose GID sent it (``ibsec.mad_auth``) and its TransactionID is newer than that host's last one, which
+is kept in a file across SM restarts (``TrapOptions.replay_state``): a forged or replayed trap is
+dropped, counted and reported, so nobody can make the SM filter an innocent port. Then, as
 OpenSM does, repeats of one trap (same number, issuer, key and claimed source) within a window are
 suppressed. A bad-P_Key trap's MF gives the true (switch, port, host) the offending packet entered at,
 whatever source GID it claimed, the SM's own included (:func:`ibsm.fabric.trace`); both are kept in the
@@ -16,6 +17,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ibsec import addressing, icrc, keys, layers, mad_auth
@@ -34,6 +36,7 @@ class TrapOptions:
 
     suppress_window: float = 2.0
     max_remembered: int = 4096
+    replay_state: Path | None = None  # where the last TransactionID per sender is kept across restarts
 
 
 @dataclass
@@ -86,17 +89,27 @@ class RawMad:
         return self.payload[1] == layers.MgmtClass.IBSEC_VENDOR and bool(self.payload[3] & 0x80)
 
 
-def parse_frame(frame: bytes) -> RawMad | None:
-    """The MAD of a RoCEv2 UD SEND to QP1, or None for anything else (ignored)."""
+class NotAMad(Exception):
+    """A PacketIn that is no MAD for the SM; ``reason`` is a short code for the counters."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def parse_frame(frame: bytes) -> RawMad:
+    """The MAD of a RoCEv2 UD SEND to QP1; raises :class:`NotAMad` for anything else (ignored)."""
     try:
         located = icrc.locate(frame)
         opcode = located.opcode
         start = located.headers_end
     except icrc.Malformed:
-        return None
+        raise NotAMad("not-rocev2") from None
     dqpn = int.from_bytes(frame[located.bth + 5: located.bth + 8], "big")
-    if opcode.code != UD_SEND_ONLY or dqpn != layers.GSI_QPN or len(frame) < start + layers.MAD_LEN:
-        return None
+    if opcode.code != UD_SEND_ONLY or dqpn != layers.GSI_QPN:
+        raise NotAMad("not-ud-send-to-qp1")
+    if len(frame) < start + layers.MAD_LEN + icrc.ICRC_LEN:
+        raise NotAMad("shorter-than-a-mad")
     end = len(frame) - icrc.ICRC_LEN - ((frame[located.bth + 1] >> 4) & 0x3)
     return RawMad(frame[located.ip + 8: located.ip + 24], frame[start:end])
 
@@ -130,7 +143,7 @@ class TrapHandler:
         self.source = source
         self.options = options
         self.clock = clock
-        self.guard = mad_auth.TidReplayGuard()
+        self.guard = mad_auth.TidReplayGuard(options.replay_state)
         self.counters: Counter[str] = Counter()
         self._seen: dict[tuple[Any, ...], float] = {}
 

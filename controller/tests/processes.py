@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -50,6 +52,51 @@ def wait_port(port: int, proc: subprocess.Popen[bytes], what: str, timeout: floa
     raise RuntimeError(f"{what} did not open 127.0.0.1:{port} within {timeout} s")
 
 
+ETH_P_ALL = 0x0003
+PACKET_OUTGOING = 4
+GSI_QP_OFFSET = 14 + 40 + 8 + 5  # Ethernet, IPv6, UDP, then the BTH's destination QP
+
+
+class Capture:
+    """Every MAD (a RoCEv2 frame to QP1) crossing the given host cables, both ways, kept in order.
+
+    One thread reads AF_PACKET sockets bound to the host end of each host's veth (the switch sends with
+    qdisc bypass, which other sockets on its end do not see): a frame leaving there is one the host sent
+    (``to_sm``), a frame arriving one its switch sent it (``to_host``). At most ``limit`` frames are kept;
+    :meth:`close` ends the capture."""
+
+    def __init__(self, ifaces: dict[str, str], limit: int = 10_000) -> None:
+        self.to_sm: list[tuple[str, bytes]] = []
+        self.to_host: list[tuple[str, bytes]] = []
+        self.limit = limit
+        self._socks: dict[socket.socket, str] = {}
+        for host, iface in ifaces.items():
+            sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+            sock.bind((iface, 0))
+            self._socks[sock] = host
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="capture", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for sock in select.select(list(self._socks), [], [], 0.1)[0]:
+                frame, addr = sock.recvfrom(65536)
+                if len(frame) < GSI_QP_OFFSET + 3 or frame[GSI_QP_OFFSET:GSI_QP_OFFSET + 3] != b"\0\0\1":
+                    continue
+                kept = self.to_sm if addr[2] == PACKET_OUTGOING else self.to_host
+                if len(self.to_sm) + len(self.to_host) < self.limit:
+                    kept.append((self._socks[sock], frame))
+
+    def close(self) -> None:
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        self._thread.join(5)
+        for sock in self._socks:
+            sock.close()
+
+
 @dataclass
 class ProcessFabric:
     """The running fabric; :meth:`close` stops every process and deletes every veth."""
@@ -65,6 +112,7 @@ class ProcessFabric:
     agents: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     sm: subprocess.Popen[bytes] | None = None
     sm_args: tuple[str, ...] = ()
+    capture: Capture | None = None
 
     @property
     def topology(self) -> Path:
@@ -154,6 +202,21 @@ class ProcessFabric:
             for frame in frames:
                 sock.send(frame)
 
+    def send_to_host(self, host: str, frames: list[bytes]) -> None:
+        """Put ``frames`` on ``host``'s cable from the switch end, as if its switch had sent them."""
+        with socket.socket(socket.AF_PACKET, socket.SOCK_RAW) as sock:
+            sock.bind((self.switch_ifaces[self.host(host)["switch"]][self.host(host)["port"]], 0))
+            for frame in frames:
+                sock.send(frame)
+
+    def host(self, name: str) -> dict[str, Any]:
+        return next(h for h in self.doc["hosts"] if h["name"] == name)
+
+    def start_capture(self) -> Capture:
+        """Capture every MAD on every host cable from now on (stopped by :meth:`close`)."""
+        self.capture = Capture(self.host_ifaces)
+        return self.capture
+
     def events(self, kind: str | None = None, since: float = 0.0) -> list[dict[str, Any]]:
         if not self.events_file.exists():
             return []
@@ -187,6 +250,8 @@ class ProcessFabric:
                 self.sm.wait()
 
     def close(self) -> None:
+        if self.capture is not None:
+            self.capture.close()
         procs = [p for p in [self.sm, *self.agents.values(), *self.switches.values()] if p is not None]
         for proc in procs:
             if proc.poll() is None:

@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 from ibsm import control, entries
 from ibsm.lab import Fabric, ca_keys, flood_frame
+from ibsm.sif import SifOptions
+from ibsm.traps import TrapOptions
 
 from .test_sm_inprocess import _agents, _events, _start, _until, fabric  # noqa: F401 - fixture by name
 
@@ -117,3 +119,35 @@ async def test_flood_claiming_the_sms_gid_is_traced_and_filtered(
         assert device is not None and device.counter_read(entries.PKEY_VIOLATIONS, 1)[1] == 1
     finally:
         await run.stop()
+
+
+async def test_traps_and_acks_replayed_after_an_sm_restart_are_refused(
+        fabric: Fabric, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:  # noqa: F811
+    """Issue 14, defect 9: what the victim's agent sent to the SM before it restarted (its key ACKs, the
+    trap about a flood) is refused as a replay afterwards; nothing is traced or filtered again."""
+    store = ca_keys(fabric.topo)
+    _agents(fabric, store, tmp_path)
+    captured = fabric.tap("h3")
+    traps = TrapOptions(suppress_window=0.3, replay_state=tmp_path / "sm-replay.state")
+    run = await _start(fabric, store, tmp_path, traps=traps,
+                       sif=SifOptions(quiet_period=1.0, poll_interval=0.1))
+    await _until(lambda: run.sm.keys.outstanding() == 0)
+    fabric.send_from_host("h1", flood_frame(fabric.topo, claimed="h2", victim="h3", pkey=0x2345))
+    await _until(lambda: _events(tmp_path, "filter-flushed"), timeout=20)
+    await run.stop()
+    assert run.sm.traps.counters["accepted"] == 1
+    assert len(captured) == 1 + len([d for d in run.sm.keys.deliveries if d.host == "h3"])
+    again = await _start(fabric, store, tmp_path, traps=traps, distribute_keys=False)
+    try:
+        replayed = list(captured)
+        for frame in replayed:
+            fabric.send_from_host("h3", frame)
+        await _until(lambda: again.sm.stats["packet_ins"] == len(replayed))
+        status = await again.sm.status()
+        assert status["traps"] == {"replay": 1}
+        assert status["mads"] == {"key-ack-unexpected": len(replayed) - 1}
+        assert len(_events(tmp_path, "traceback")) == 1 and len(_events(tmp_path, "filter-installed")) == 1
+    finally:
+        await again.stop()
+    noisy = [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
+    assert not noisy, [r.getMessage() for r in noisy]

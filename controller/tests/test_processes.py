@@ -10,6 +10,7 @@ without duplicates, SIGTERM stopping it cleanly.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import os
 import signal
@@ -17,10 +18,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import finsy as fy
 import pytest
 from ibsec import keys
+from ibsec.agent.control import ControlClient
 from ibsm import entries
 from ibsm.lab import flood_frame, trap_257
 from ibsm.topology import load_topology
@@ -31,6 +34,7 @@ from .processes import ROOT, ProcessFabric, process_fabric
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="veth interfaces need root")
 
 READY_TIMEOUT = 180.0  # seconds for the SM to program the four switches (the whole fixture took 50 s, loaded)
+IPV6_SRC, IPV6_DST = slice(22, 38), slice(38, 54)
 SM_ARGS = ("--quiet-period", "2", "--poll-interval", "0.2", "--suppress-window", "0.5", "--key-timeout", "1")
 
 
@@ -39,6 +43,7 @@ def fabric(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessFabric]:
     with process_fabric(DATA / "fattree-2x2.json", tmp_path_factory.mktemp("fabric"), SM_ARGS) as fab:
         for host in fab.host_ifaces:
             fab.start_agent(host)
+        fab.start_capture()  # every MAD from the start: what an attacker on a cable could replay later
         fab.start_sm()
         fab.wait_event("fabric-ready", timeout=READY_TIMEOUT)
         yield fab
@@ -126,6 +131,66 @@ def test_killed_sm_reconciles_without_duplicates(fabric: ProcessFabric) -> None:
     (adopted,) = fabric.events("filter-adopted", since=restart)
     assert (adopted["switch"], adopted["port"], adopted["pkeys"]) == ("s1", 2, ["0x4444"])
     fabric.wait_event("filter-flushed", since=restart)  # watched, then flushed when quiet
+
+
+def _sm_status(fabric: ProcessFabric) -> dict[str, Any]:
+    status: dict[str, Any] = json.loads(_sm("status", str(fabric.workdir), "--json"))
+    return status
+
+
+def _agent_counters(fabric: ProcessFabric, host: str) -> dict[str, Any]:
+    with ControlClient(fabric.workdir / f"{host}.sock") as client:
+        counters: dict[str, Any] = client.call("counters")
+        return counters
+
+
+def _replay_everything(fabric: ProcessFabric, since: float) -> None:
+    """Replay every MAD captured between a host and the SM: each agent's traps and key ACKs toward the
+    SM, each SM MAD toward its agent. Then check nothing of it was accepted by anyone."""
+    assert fabric.capture is not None
+    fabric.capture.close()  # what was captured so far, not the replays themselves
+    sm_gid = ipaddress.IPv6Address(fabric.doc["sm"]["gid"]).packed
+    to_sm = [(h, f) for h, f in fabric.capture.to_sm if f[IPV6_DST][8:] == sm_gid[8:]]
+    to_hosts = [(h, f) for h, f in fabric.capture.to_host if f[IPV6_SRC] == sm_gid]
+    assert to_sm and len(to_hosts) >= 26  # at least the traps so far and every key MAD of the start
+    before = _sm_status(fabric)
+    agents = {h: _agent_counters(fabric, h) for h in fabric.host_ifaces}
+    for host, frame in to_sm:
+        fabric.send(host, [frame])
+        time.sleep(0.01)  # under the punt meter's 200/s per port: every replay reaches the SM
+    for host, frame in to_hosts:
+        fabric.send_to_host(host, [frame])
+    deadline = time.monotonic() + 60
+    while _sm_status(fabric)["packet_ins"] < before["packet_ins"] + len(to_sm):
+        assert time.monotonic() < deadline, "the replayed MADs did not all reach the SM"
+        time.sleep(0.1)
+    after = _sm_status(fabric)
+    assert after["traps"].get("accepted", 0) == before["traps"].get("accepted", 0)
+    assert after["mads"].get("key-ack", 0) == before["mads"].get("key-ack", 0)
+    assert not fabric.events("traceback", since) and not fabric.events("filter-installed", since)
+    for host in fabric.host_ifaces:
+        replayed = sum(1 for h, _ in to_hosts if h == host)
+        counters = _agent_counters(fabric, host)
+        assert counters["drops"].get("replay", 0) - agents[host]["drops"].get("replay", 0) == replayed
+        assert counters["stats"].get("keys_received") == agents[host]["stats"].get("keys_received")
+
+
+def test_captured_mads_replayed_after_sm_and_switch_restarts_are_refused(fabric: ProcessFabric) -> None:
+    """Issue 14: traps, key ACKs and key MADs captured on the cables since the fabric started, replayed
+    after the SM restarted (killed) and again after a switch restarted: 0 accepted by the SM or agents."""
+    start = time.time()
+    fabric.send("h1", [flood_frame(load_topology(fabric.topology), claimed="h4", victim="h3", pkey=0x3456)])
+    fabric.wait_event("traceback", since=start)  # so a trap is among what gets replayed
+    assert fabric.stop_sm(signal.SIGKILL) == -signal.SIGKILL
+    restart = time.time()
+    fabric.start_sm("--no-keys")
+    fabric.wait_event("fabric-ready", since=restart, timeout=READY_TIMEOUT)
+    _replay_everything(fabric, restart)
+    restart = time.time()
+    fabric.kill_switch("s2")
+    fabric.start_switch("s2")
+    fabric.wait_event("switch-back", since=restart)
+    _replay_everything(fabric, restart)
 
 
 def test_status_and_policy_commands(fabric: ProcessFabric) -> None:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import random
 
-from ibsec import keys
+import pytest
+from ibsec import addressing, keys
+from ibsec.agent.frames import Builder
 from ibsm.fabric import plan_fabric
 from ibsm.lab import ca_keys, trap_257
 from ibsm.topology import Topology
-from ibsm.traps import MadSource, TrapHandler, TrapOptions, parse_frame
+from ibsm.traps import MadSource, NotAMad, TrapHandler, TrapOptions, parse_frame
 
 from .test_fabric import _walk
 
@@ -81,8 +83,21 @@ def test_replay_and_suppression(fat_tree: Topology) -> None:
     assert handler.counters == {"accepted": 3, "replay": 1, "suppressed": 1}
 
 
-def test_not_a_mad_is_ignored() -> None:
-    assert parse_frame(b"\x00" * 60) is None
+def test_not_a_mad_is_ignored_with_its_reason(fat_tree: Topology) -> None:
+    with pytest.raises(NotAMad, match="not-rocev2"):
+        parse_frame(b"\x00" * 60)
+    store = ca_keys(fat_tree)
+    frame = trap_257(fat_tree, fat_tree.hosts[0], store.ca_key(fat_tree.hosts[0].guid), bad_pkey=1,
+                     claimed_gid=fat_tree.hosts[1].gid, mf=0)
+    host = fat_tree.hosts[0]
+    builder = Builder(bytes.fromhex(addressing.guid_to_mac(host.guid).replace(":", "")),
+                      addressing.parse_gid(host.gid).to_bytes())
+    with pytest.raises(NotAMad, match="shorter-than-a-mad"):
+        parse_frame(builder.mad_frame(fat_tree.sm_gid, 0xFFFF, bytes(200)))
+    not_qp1 = bytearray(frame)
+    not_qp1[62 + 7] = 2  # BTH destination QP 2
+    with pytest.raises(NotAMad, match="not-ud-send-to-qp1"):
+        parse_frame(bytes(not_qp1))
 
 
 def test_trap_claiming_the_sms_gid_is_traced_by_its_mark(fat_tree: Topology, mesh: Topology) -> None:

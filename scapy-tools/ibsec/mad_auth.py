@@ -17,7 +17,9 @@ Tags are checked by ``cryptography``'s AES-GCM, which compares in constant time;
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
+from pathlib import Path
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -26,6 +28,7 @@ from scapy.layers.inet import UDP
 from scapy.layers.inet6 import IPv6
 from scapy.packet import Packet
 
+from ibsec import jsonin
 from ibsec.layers import MAD, MAD_AUTH_NONCE_LEN, MAD_AUTH_TAG_LEN, MAD_LEN, MadAuth
 
 MAD_AUTH_LEN = MAD_AUTH_NONCE_LEN + MAD_AUTH_TAG_LEN
@@ -146,16 +149,30 @@ def verify_packet(key: bytes, pkt: Packet) -> Packet:
     return mad
 
 
+class ReplayStateError(ValueError):
+    """A replay state file that cannot be used (the message says which file and why)."""
+
+
+STATE_FORMAT = "ibsec-tid-state"
+
+
 class TidReplayGuard:
     """Remembers the last TransactionID accepted from each sender; older or equal TIDs are replays.
 
     Call :meth:`accept` only after the MAD's tag verified, so a forged MAD cannot advance the counter.
     Senders number their requests and traps with an increasing 64-bit TID.
+
+    With a ``state`` file the last TIDs survive a restart of the receiver: they are read when the guard
+    is made and written (atomically, mode 0600) before :meth:`accept` returns, so a MAD captured before
+    a restart is still a replay after it, even if the receiver was killed right after acting on it.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, state: Path | None = None) -> None:
         self._last: dict[bytes, int] = {}
         self.replays = 0
+        self.state = state
+        if state is not None and state.exists():
+            self._last = _read_state(state)
 
     def accept(self, sender_gid: bytes | str, tid: int) -> None:
         """Record ``tid`` from ``sender_gid``; raise :class:`MadReplayError` if it is not newer."""
@@ -166,3 +183,33 @@ class TidReplayGuard:
             raise MadReplayError(f"TransactionID {tid:#x} from {ipaddress.IPv6Address(sender)} "
                                  f"is not newer than {last:#x}")
         self._last[sender] = tid
+        if self.state is not None:
+            _write_state(self.state, self._last)
+
+
+def _read_state(path: Path) -> dict[bytes, int]:
+    try:
+        doc = jsonin.load_file(path)[0]
+        if not isinstance(doc, dict) or doc.get("format") != STATE_FORMAT or not isinstance(doc.get("last"),
+                                                                                            dict):
+            raise ValueError(f"not an {STATE_FORMAT} file")
+        return {ipaddress.IPv6Address(gid).packed: _tid(value) for gid, value in doc["last"].items()}
+    except ValueError as err:  # jsonin's errors and bad addresses or TIDs alike
+        raise ReplayStateError(f"replay state {path}: {err} (remove it only if no MAD captured before "
+                               "could be replayed)") from None
+
+
+def _tid(value: object) -> int:
+    if not isinstance(value, str) or not 0 <= int(value, 16) < 1 << 64:
+        raise ValueError(f"TransactionID {value!r} is not a 64-bit hex string")
+    return int(value, 16)
+
+
+def _write_state(path: Path, last: dict[bytes, int]) -> None:
+    doc = {"format": STATE_FORMAT, "version": 1,
+           "last": {str(ipaddress.IPv6Address(gid)): f"{tid:#x}" for gid, tid in sorted(last.items())}}
+    temporary = path.with_name(path.name + ".tmp")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as file:
+        json.dump(doc, file)
+    os.replace(temporary, path)

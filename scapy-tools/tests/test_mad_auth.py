@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import stat
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -145,3 +148,31 @@ def test_replay_of_an_authentic_packet_is_caught_after_verification() -> None:
         else:
             with pytest.raises(mad_auth.MadReplayError):
                 guard.accept(received["IPv6"].src, mad.transaction_id)
+
+
+def test_replay_state_survives_a_restart(tmp_path: Path) -> None:
+    state = tmp_path / "replay.state"
+    guard = mad_auth.TidReplayGuard(state)
+    guard.accept(SRC_GID, 10)
+    guard.accept(DST_GID, 3)
+    assert stat.S_IMODE(state.stat().st_mode) == 0o600
+    restarted = mad_auth.TidReplayGuard(state)  # the receiver started again: what it accepted is kept
+    for sender, tid in ((SRC_GID, 10), (SRC_GID, 9), (DST_GID, 3)):
+        with pytest.raises(mad_auth.MadReplayError):
+            restarted.accept(sender, tid)
+    restarted.accept(SRC_GID, 11)
+    assert mad_auth.TidReplayGuard(state)._last[ipaddress.IPv6Address(SRC_GID).packed] == 11
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    (b"\xff", "not UTF-8"),
+    (b'{"format": "other"}', "not an ibsec-tid-state file"),
+    (b'{"format": "ibsec-tid-state", "last": {"fec0::1": 5}}', "TransactionID 5 is not a 64-bit hex"),
+    (b'{"format": "ibsec-tid-state", "last": {"nowhere": "0x5"}}', "At least 3 parts expected in 'nowhere'"),
+])
+def test_unusable_replay_state_is_refused(tmp_path: Path, content: bytes, message: str) -> None:
+    state = tmp_path / "replay.state"
+    state.write_bytes(content)
+    with pytest.raises(mad_auth.ReplayStateError, match="replay state .*replay.state") as err:
+        mad_auth.TidReplayGuard(state)
+    assert message in str(err.value)
