@@ -154,6 +154,9 @@ IBSEC_VENDOR_ID = 0x021B5E
 """24-bit VendorID of our vendor notices: locally administered (0x02....), not an IEEE OUI."""
 IBSEC_TRAP_SECURITY = 0x0001
 """DeviceID (the vendor trap number) of the security trap: MAC failures and replays on a QP."""
+IBSEC_TRAP_PORT_UP = 0x0002
+"""DeviceID of the port-up notice: an agent that (re)started and holds no keys from the SM yet says so,
+with a random boot id per start, so the SM provisions it again (its keys and P_Key table died with it)."""
 NOTICE_EXT_VERSION = 1
 """Value of Notice.ext_version when our MF/receiving-port extension is present (0 = absent)."""
 
@@ -537,12 +540,28 @@ class SecurityTrapDetails(_Body):
     ]
 
 
+class PortUpDetails(_Body):
+    """DataDetails of our port-up notice (``IBSEC_TRAP_PORT_UP``): which start of the agent this is."""
+
+    name = "PortUpDetails"
+    fields_desc = [
+        XShortField("reserved", 0),
+        ShortField("lid", 0),
+        XLongField("boot_id", 0),
+        _reserved("reserved2", 42),
+    ]
+
+
 def _is_bad_key_trap(pkt: Packet) -> bool:
     return bool(pkt.is_generic) and pkt.trap_number in (TRAP_BAD_PKEY, TRAP_BAD_QKEY)
 
 
 def _is_security_trap(pkt: Packet) -> bool:
     return not pkt.is_generic and pkt.vendor_id == IBSEC_VENDOR_ID and pkt.device_id == IBSEC_TRAP_SECURITY
+
+
+def _is_port_up(pkt: Packet) -> bool:
+    return not pkt.is_generic and pkt.vendor_id == IBSEC_VENDOR_ID and pkt.device_id == IBSEC_TRAP_PORT_UP
 
 
 class Notice(Packet):
@@ -570,6 +589,7 @@ class Notice(Packet):
                 (PacketField("data_details", Ntc257258(), Ntc257258), _is_bad_key_trap),
                 (PacketField("data_details", SecurityTrapDetails(), SecurityTrapDetails),
                  _is_security_trap),
+                (PacketField("data_details", PortUpDetails(), PortUpDetails), _is_port_up),
             ],
             XStrFixedLenField("data_details", b"\x00" * 54, 54),
         ),

@@ -466,7 +466,8 @@ class Adapter:
 
     def tick(self) -> None:
         """Retransmit every request unacknowledged for longer than the ACK timeout (go-back-N); reap
-        half-open connections (accepted, never established) older than the admission timeout."""
+        half-open connections (accepted, never established) older than the admission timeout; tell the SM
+        this port is up until it answers."""
         for qpn in self.admission.expired():
             with self._lock:
                 qp = self.qps.get(qpn)
@@ -476,6 +477,7 @@ class Adapter:
                 self.destroy_qp(qp)
             self.admission.forget(qpn)
         now = time.monotonic()
+        self.mads.tick(now)
         with self._lock:
             qps = [qp for qp in self.qps.values() if qp.unacked and qp.state is State.RTS]
         for qp in qps:

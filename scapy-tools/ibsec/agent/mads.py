@@ -4,13 +4,17 @@ In: CM MADs go to :mod:`.cm`; the SM's vendor MADs (key distribution, P_Key tabl
 a valid authentication trailer under this CA's key CA_SK and a TransactionID newer than the last one
 (``ibsec.mad_auth``), and are answered with an authenticated GetResp (key bytes zeroed).
 Out: traps 257 / 258 and the security trap, authenticated under CA_SK, addressed to the SM's GID, at most
-one per suppression window per (source, key) (:class:`.traps.RateLimiter`).
+one per suppression window per (source, key) (:class:`.traps.RateLimiter`); and, from start until the
+SM's P_Key table arrives (the last thing it provisions), the port-up notice with this start's random boot
+id (at 0, 1, 3, 7, ... s, at most every 30 s), so an SM that provisioned an earlier start of this agent
+does it again.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import logging
+import os
 import threading
 import time
 from typing import TYPE_CHECKING
@@ -31,6 +35,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("ibsec.agent.mads")
 
 RECEIVING_PORT = 1  # the agent drives one port
+HELLO_FIRST_GAP, HELLO_MAX_GAP = 1.0, 30.0  # seconds between port-up notices, doubling
 
 
 class ManagementAgent:
@@ -43,6 +48,10 @@ class ManagementAgent:
         self._lock = threading.Lock()
         self.sm_gid = adapter.config.sm_gid and str(ipaddress.IPv6Address(adapter.config.sm_gid))
         self.sm_mac = mac_of(self.sm_gid) if self.sm_gid else None  # learnt again from authentic SM MADs
+        self.boot_id = int.from_bytes(os.urandom(8), "big")
+        self.heard_from_sm = False
+        self._hello_at = 0.0
+        self._hello_gap = HELLO_FIRST_GAP
 
     # ------------------------------------------------------------------ receiving
 
@@ -130,6 +139,7 @@ class ManagementAgent:
             known = self.adapter.own_partition(pkey)
             table.append(Partition(pkey, mode, known.scope) if known else Partition(pkey, mode))
         self.adapter.set_partitions(table)
+        self.heard_from_sm = True  # the table comes last: the SM has provisioned this start
         return int(layers.MadStatus.OK)
 
     # ------------------------------------------------------------------ traps
@@ -199,7 +209,29 @@ class ManagementAgent:
         )
         self._send_trap(notice, "security trap")
 
-    def _send_trap(self, notice: Packet, what: str) -> None:
+    def tick(self, now: float) -> None:
+        """Send the port-up notice when it is due, until the SM's P_Key table arrived."""
+        if self.heard_from_sm or now < self._hello_at or self.sm_gid is None:
+            return
+        self._hello_at = now + self._hello_gap
+        self._hello_gap = min(self._hello_gap * 2, HELLO_MAX_GAP)
+        self.hello()
+
+    def hello(self) -> None:
+        """The port-up notice: this port is up and holds nothing from the SM (IBSEC_TRAP_PORT_UP)."""
+        notice = layers.Notice(
+            is_generic=0,
+            type=layers.NoticeType.INFO,
+            vendor_id=layers.IBSEC_VENDOR_ID,
+            device_id=layers.IBSEC_TRAP_PORT_UP,
+            issuer_lid=self.adapter.config.lid,
+            data_details=layers.PortUpDetails(lid=self.adapter.config.lid, boot_id=self.boot_id),
+            issuer_gid=self.adapter.gid,
+            recv_port=RECEIVING_PORT,
+        )
+        self._send_trap(notice, "port-up notice", "hellos_sent")
+
+    def _send_trap(self, notice: Packet, what: str, counter: str = "traps_sent") -> None:
         ad = self.adapter
         if self.sm_gid is None or ad.keyring.ca_sk is None:
             ad.counters.bump("traps_unsent")
@@ -216,7 +248,7 @@ class ManagementAgent:
             / notice
         )
         self._send_authenticated(self.sm_gid, bytes(mad)[: layers.MAD_LEN], ad.keyring.ca_sk)
-        ad.counters.bump("traps_sent")
+        ad.counters.bump(counter)
         log.info("%s sent to the SM", what)
 
     def _send_authenticated(self, dst_gid: str, mad: bytes, key: keys.Key) -> None:

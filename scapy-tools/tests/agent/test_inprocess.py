@@ -393,3 +393,28 @@ def test_a_retransmitted_packet_of_a_message_is_acknowledged_again_not_refused(t
         assert b.wait_recv(qp.remote_qpn or 0, WAIT) == message
     finally:
         link.close()
+
+
+def test_port_up_notice_until_the_sm_sends_the_pkey_table(loop: Loopback) -> None:
+    """A (re)started agent tells the SM it is up, at 0, 1, 3, 7 s..., authenticated, with its boot id,
+    and stops once the SM's P_Key table arrived (a key alone does not stop it)."""
+    a = loop.adapters[0]
+    for now in (100.0, 100.5, 101.0, 102.9, 103.0, 106.9):
+        a.mads.tick(now)
+    notices = [mad_auth.verify_packet(loop.ca_keys[0].material, Ether(f))[layers.Notice]
+               for f in loop.frames if f[:6] == mac_of(gid_bytes(SM_GID))]
+    assert len(notices) == a.counters.stat("hellos_sent") == 3
+    assert {(n.device_id, n.data_details.boot_id, n.issuer_gid) for n in notices} == \
+        {(layers.IBSEC_TRAP_PORT_UP, a.mads.boot_id, a.gid)}
+    other = Adapter(a.config, lambda frame: None)
+    assert other.mads.boot_id != a.mads.boot_id  # every start its own
+    p_sk = keys.Key.generate(keys.KeyType.P_SK, (SECURE_PKEY,))
+    key = layers.KeyDistribution(key_type=keys.KeyType.P_SK, owners=[SECURE_PKEY], pkey=SECURE_PKEY,
+                                 wrapped_key=keys.wrap_key(loop.ca_keys[0], p_sk))
+    a.receive(_vendor_frame(layers.VendorAttr.KEY_DISTRIBUTION, key, loop.ca_keys[0], a.gid, tid=20))
+    a.mads.tick(107.0)
+    assert a.counters.stat("hellos_sent") == 4
+    table = layers.PKeyTable(pkeys=[0xFFFF, SECURE_PKEY], secmodes=[0, 2])
+    a.receive(_vendor_frame(layers.VendorAttr.PKEY_TABLE, table, loop.ca_keys[0], a.gid, tid=21))
+    a.mads.tick(1000.0)
+    assert a.counters.stat("hellos_sent") == 4
