@@ -41,7 +41,7 @@ from ibsec.agent.adapter import Adapter, AgentConfig
 
 from . import control, entries
 from .events import read_events
-from .lab import Fabric, ca_keys, flood_frame, inprocess_fabric, trap_257
+from .lab import Fabric, ca_keys, flood_frame, inprocess_fabric, next_tid, trap_257
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "tests" / "data" / "fattree-2x2.json"
 DROP_PUNT_METER = 3  # index of IbsecIngress.drops (DROP_PUNT_METER in p4src/include/defines.p4)
@@ -162,7 +162,7 @@ def trap_flood(fab: Fabric, workdir: Path, seconds: float, punt_rate: int | None
     for i in range(400):  # built before the clock starts; TIDs are fresh, so none is a replay
         key = store.ca_key(victim.guid) if i % 2 else forged_key
         frames.append(trap_257(fab.topo, victim, key, bad_pkey=0x2222, claimed_gid=other.gid, mf=0,
-                               tid=(1 << 40) + i))
+                               tid=next_tid()))
     unlimited = ("--punt-rate", "1000000", "--punt-burst", "1000000")
     extra = ("--punt-rate", str(punt_rate)) if punt_rate else unlimited
     sock = workdir / "sm.sock"

@@ -59,6 +59,8 @@ def _parser() -> argparse.ArgumentParser:
                      help="SIF: seconds between violation counter polls")
     run.add_argument("--suppress-window", type=float, default=TrapOptions.suppress_window,
                      help="seconds a repeated trap is only counted")
+    run.add_argument("--max-trap-age", type=float, default=TrapOptions.max_age,
+                     help="seconds after which an agent's MAD is stale (by its TransactionID's time)")
     run.add_argument("--punt-rate", type=int, default=SmOptions.punt_rate,
                      help="packets/s per host port to the SM")
     run.add_argument("--punt-burst", type=int, default=SmOptions.punt_burst, help="punt meter burst, packets")
@@ -162,7 +164,7 @@ def build(args: argparse.Namespace) -> tuple[SubnetManager, Path]:
                         distribute_keys=not args.no_keys,
                         generated_keys=key_db.parent / f"{key_db.stem}-generated.keys",
                         sif=SifOptions(quiet_period=args.quiet_period, poll_interval=args.poll_interval),
-                        traps=TrapOptions(suppress_window=args.suppress_window,
+                        traps=TrapOptions(suppress_window=args.suppress_window, max_age=args.max_trap_age,
                                           replay_state=key_db.parent / f"{key_db.stem}-replay.state"),
                         keys=KeyOptions(timeout=args.key_timeout, attempts=args.key_attempts),
                         tls=_tls(args))

@@ -10,7 +10,6 @@ builds them (traps signed with a CA key, P_Key floods with a forged source), for
 from __future__ import annotations
 
 import contextlib
-import itertools
 import json
 import logging
 import queue
@@ -138,7 +137,13 @@ def inprocess_fabric(source: Path, workdir: Path) -> Iterator[Fabric]:
 # frames as host agents build them
 # -------------------------------------------------------------------------------------------------------
 
-_tids = itertools.count(1000)
+_last_tid = [0]
+
+
+def next_tid() -> int:
+    """A TransactionID as an agent makes it: the time in nanoseconds, strictly increasing."""
+    _last_tid[0] = max(_last_tid[0] + 1, time.time_ns())
+    return _last_tid[0]
 
 
 def ca_keys(topo: Topology) -> keys.KeyStore:
@@ -159,7 +164,7 @@ def trap_257(topo: Topology, victim: Host, key: keys.Key, *, bad_pkey: int, clai
         issuer_gid=victim.gid, recv_port=1, mf=mf)
     return sealed_mad(topo, victim, key, layers.MAD(
         mgmt_class=layers.MgmtClass.SUBN_LID, method=layers.Method.TRAP, attribute_id=layers.ATTR_NOTICE,
-        transaction_id=next(_tids) if tid is None else tid) / layers.SMP() / notice)
+        transaction_id=next_tid() if tid is None else tid) / layers.SMP() / notice)
 
 
 def sealed_mad(topo: Topology, sender: Host, key: keys.Key, mad: Packet) -> bytes:

@@ -32,18 +32,22 @@ UD_SEND_ONLY = 0x64
 @dataclass(frozen=True)
 class TrapOptions:
     """``suppress_window``: seconds during which a repeat of the same trap is only counted. Keep it
-    shorter than SIF's quiet period, or a renewed attack right after a flush would go unseen."""
+    shorter than SIF's quiet period, or a renewed attack right after a flush would go unseen.
+    ``max_age``: agents number their MADs with the time they sent them (nanoseconds since the epoch,
+    strictly increasing), so a MAD that never reached this SM (sent while it was down, or before the
+    switches were programmed) but was captured can still not be replayed later than this."""
 
     suppress_window: float = 2.0
     max_remembered: int = 4096
     replay_state: Path | None = None  # where the last TransactionID per sender is kept across restarts
+    max_age: float = 60.0  # seconds: an older MAD (by the time its sender's TransactionID says) is stale
 
 
 @dataclass
 class TrapReport:
     """What became of one MAD that reached the SM."""
 
-    status: str  # accepted, forged, replay, suppressed, malformed
+    status: str  # accepted, forged, stale, replay, suppressed, malformed
     reason: str = ""
     switch: str = ""
     ingress_port: int = 0
@@ -137,12 +141,13 @@ class TrapHandler:
     """Turns trap PacketIns into :class:`TrapReport`; counts every outcome in ``counters``."""
 
     def __init__(self, topo: Topology, plan: FabricPlan, source: MadSource, options: TrapOptions,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time) -> None:
         self.topo = topo
         self.plan = plan
         self.source = source
         self.options = options
         self.clock = clock
+        self.wall = wall
         self.guard = mad_auth.TidReplayGuard(options.replay_state)
         self.counters: Counter[str] = Counter()
         self._seen: dict[tuple[Any, ...], float] = {}
@@ -156,6 +161,11 @@ class TrapHandler:
         report = TrapReport("malformed", switch=switch, ingress_port=ingress_port, sender=raw.sender_text)
         try:
             host, mad = self.source.sender(raw)
+            age, limit = self.wall() - int(mad.transaction_id) / 1e9, self.options.max_age
+            if age > limit:
+                report.status = "stale"
+                report.reason = f"sent {age:.0f} s ago by its TransactionID (at most {limit:g} s)"
+                return report
             self.guard.accept(raw.sender, int(mad.transaction_id))
         except mad_auth.MadReplayError as err:
             report.status, report.reason = "replay", str(err)

@@ -35,7 +35,8 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="veth interfaces need 
 
 READY_TIMEOUT = 180.0  # seconds for the SM to program the four switches (the whole fixture took 50 s, loaded)
 IPV6_SRC, IPV6_DST = slice(22, 38), slice(38, 54)
-SM_ARGS = ("--quiet-period", "2", "--poll-interval", "0.2", "--suppress-window", "0.5", "--key-timeout", "1")
+SM_ARGS = ("--quiet-period", "2", "--poll-interval", "0.2", "--suppress-window", "0.5", "--key-timeout", "1",
+           "--max-trap-age", "10")  # the replay test's first captures are older
 
 
 @pytest.fixture(scope="module")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import time
 
 import pytest
 from ibsec import addressing, keys
@@ -111,3 +112,19 @@ def test_trap_claiming_the_sms_gid_is_traced_by_its_mark(fat_tree: Topology, mes
         report = handler.handle(parse_frame(frame), "s2", 1)
         assert (report.status, report.reason, report.claimed_source) == ("accepted", "", topo.sm_gid)
         assert report.trace is not None and report.trace.host == "h2"
+
+
+def test_a_mad_older_than_the_max_age_is_stale(fat_tree: Topology) -> None:
+    """A trap that never reached the SM (sent while it was down) but was captured: its TransactionID
+    says when it was sent, so replaying it later than max_age is refused, and it advances nothing."""
+    handler, store, _ = _handler(fat_tree)
+    victim = fat_tree.hosts[2]
+    sent = time.time_ns() - 61 * 10**9
+    old = trap_257(fat_tree, victim, store.ca_key(victim.guid), bad_pkey=0x1234,
+                   claimed_gid=fat_tree.hosts[0].gid, mf=0, tid=sent)
+    report = handler.handle(parse_frame(old), "s2", 1)
+    assert (report.status, report.reason) == ("stale", "sent 61 s ago by its TransactionID (at most 60 s)")
+    fresh = trap_257(fat_tree, victim, store.ca_key(victim.guid), bad_pkey=0x1234,
+                     claimed_gid=fat_tree.hosts[0].gid, mf=0, tid=sent + 2 * 10**9)
+    assert handler.handle(parse_frame(fresh), "s2", 1).status == "accepted"  # 59 s old: still news
+    assert handler.counters == {"stale": 1, "accepted": 1}
