@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ from . import entries
 from .events import EventLog
 from .fabric import FabricPlan, dst_id, plan_fabric
 from .keymgr import KeyManager, KeyOptions
-from .partitions import DEFAULT_PKEY, PKEY_BASE, describe, pkey_tables, valid_pkeys
+from .partitions import DEFAULT_PKEY, FULL_MEMBER, PKEY_BASE, describe, pkey_tables, valid_pkeys
 from .reconcile import read_owned, reconcile
 from .sif import INVALID_LIST, OFF, VALID_LIST, Action, PortId, Sif, SifOptions
 from .topology import Partition, Topology
@@ -116,6 +117,8 @@ class SubnetManager:
         self._sif_lock = asyncio.Lock()
         self.ready = asyncio.Event()
         self._keys_started = False
+        self.boot_ids: dict[str, str] = {}  # host -> boot id of its agent's last port-up notice
+        self._reprovisioned: dict[str, float] = {}
         self._stopping = False
 
     # ------------------------------------------------------------------------------------------ lifecycle
@@ -275,23 +278,78 @@ class SubnetManager:
             return None
         report = self.traps.handle(raw, switch, port)
         self.events.emit("trap", **report.as_event())
-        if report.status == "accepted" and report.trace is not None:
-            t = report.trace
-            self.events.emit(
-                "traceback", victim=report.victim, bad_key=f"{report.bad_key:#06x}",
-                claimed_source=report.claimed_source, claimed_host=report.claimed_host, traced_host=t.host,
-                traced_switch=t.switch, traced_port=t.port, scheme=t.scheme, packets_needed=t.packets_needed,
-                mf=f"{report.mf:#012x}")
-            if self.policy == "sif" and report.number == layers.TRAP_BAD_PKEY and report.bad_key is not None:
-                if report.bad_key & PKEY_BASE == DEFAULT_PKEY:
-                    # filtering the default partition would cut the port off from the SM itself
-                    self.events.emit("filter-refused", switch=t.switch, port=t.port,
-                                     pkey=f"{report.bad_key:#06x}", reason="management P_Key")
-                else:
-                    await self._sif_trap((t.switch, t.port), report.bad_key, received)
-        elif report.status != "accepted":
+        if report.status != "accepted":
             log.info("%s: trap from %s %s: %s", switch, report.sender, report.status, report.reason)
+        elif report.details.get("kind") == "port-up" and report.victim is not None:
+            await self._on_port_up(report.victim, report.details["boot_id"])
+        elif report.trace is not None:
+            await self._on_traceback(report, received)
         return report
+
+    async def _on_traceback(self, report: TrapReport, received: float) -> None:
+        """A traced bad-key trap: report it; a bad P_Key is filtered at the true port under SIF, unless
+        it belongs to the victim's own partition (then the victim's table is what is wrong)."""
+        t = report.trace
+        assert t is not None and report.bad_key is not None and report.victim is not None
+        self.events.emit(
+            "traceback", victim=report.victim, bad_key=f"{report.bad_key:#06x}",
+            claimed_source=report.claimed_source, claimed_host=report.claimed_host, traced_host=t.host,
+            traced_switch=t.switch, traced_port=t.port, scheme=t.scheme, packets_needed=t.packets_needed,
+            mf=f"{report.mf:#012x}")
+        if report.number != layers.TRAP_BAD_PKEY:
+            return
+        refused = {"switch": t.switch, "port": t.port, "pkey": f"{report.bad_key:#06x}"}
+        if report.bad_key & PKEY_BASE == DEFAULT_PKEY:
+            # filtering the default partition would cut the port off from the SM itself
+            self.events.emit("filter-refused", **refused, reason="management P_Key")
+        elif self._holds(report.victim, report.bad_key):
+            # a legitimate member's packet that the victim's agent no longer knows: it restarted and
+            # lost its table; filtering the sender would cut a member off its own partition
+            self.events.emit("filter-refused", **refused, reason="the victim's own partition: its "
+                             "P_Key table is stale")
+            await self._reprovision(report.victim, "stale P_Key table")
+        elif self.policy == "sif":
+            await self._sif_trap((t.switch, t.port), report.bad_key, received)
+
+    def _holds(self, host: str, pkey: int) -> bool:
+        """Whether ``host``'s P_Key table (as this SM assigned it) accepts ``pkey`` (IBA 10.9.3: same
+        partition, at least one of the two a full member)."""
+        return any(entry & PKEY_BASE == pkey & PKEY_BASE and (entry | pkey) & FULL_MEMBER
+                   for entry in self.tables.get(host, ()))
+
+    # ------------------------------------------------------------------------------------------ restarts
+
+    async def _on_port_up(self, host: str, boot_id: str) -> None:
+        """An agent says it is up and holds nothing from the SM: provision it again, unless this start of
+        it is being provisioned right now."""
+        known = self.boot_ids.get(host)
+        self.boot_ids[host] = boot_id
+        restarted = known is not None and known != boot_id
+        busy = self.keys.in_flight(host) and not restarted
+        self.events.emit("agent-hello", host=host, boot_id=boot_id, restarted=restarted,
+                         action="provisioning in progress" if busy else "provision")
+        if not busy:
+            await self._reprovision(host, "port up")
+
+    async def _reprovision(self, host: str, reason: str) -> None:
+        """Send ``host`` all its keys and its P_Key table again, at most once per key timeout."""
+        action = "re-provisioning"
+        now = time.monotonic()
+        if not self.options.distribute_keys:
+            action = "none: keys are not distributed (--no-keys)"
+        elif not self._keys_started:
+            action = "none: the first distribution has not started"
+        elif now - self._reprovisioned.get(host, -math.inf) < self.options.keys.timeout:
+            action = "rate-limited: it asks again"
+        if action != "re-provisioning":
+            self.events.emit("host-reprovision", host=host, reason=reason, action=action)
+            return
+        self._reprovisioned[host] = now
+        deliveries = self.keys.replan(host)
+        self.events.emit("host-reprovision", host=host, reason=reason, action=action, keys=len(deliveries))
+        for delivery in deliveries:
+            with contextlib.suppress(fy.P4ClientError):  # resent by the key loop
+                await self._send_delivery(delivery)
 
     def _on_key_response(self, raw: RawMad) -> None:
         try:

@@ -7,7 +7,8 @@ others: a compromised non-member stays out), its pairwise keys, and its P_Key ta
 partition's security mode (DESIGN 3: the agent makes it the partition's default). Each MAD is wrapped
 under (and authenticated with) that host's CA_SK; the host's agent answers with an authenticated GetResp.
 A MAD not answered within the timeout is sent again with a fresh TransactionID (the agent refuses a
-repeated one), up to a number of attempts.
+repeated one), up to a number of attempts. A host whose agent restarted (and so lost all of it) is
+planned again from scratch (:meth:`KeyManager.replan`).
 """
 
 from __future__ import annotations
@@ -114,6 +115,22 @@ class KeyManager:
         modes = [self.modes.get(pkey & 0x7FFF, 0) for pkey in table]
         yield Delivery(host.name, "P_Key table", lambda tid: layers.MAD(transaction_id=tid)
                        / layers.PKeyTable(block=0, port=1, pkeys=table, secmodes=modes))
+
+    def in_flight(self, host: str) -> bool:
+        """Whether a delivery to ``host`` was sent and is neither acknowledged nor given up."""
+        return any(d.host == host and d.attempts and not d.done for d in self.deliveries)
+
+    def replan(self, host: str) -> list[Delivery]:
+        """Everything ``host`` needs, again (its agent restarted and lost it): deliveries still open are
+        dropped with their TransactionIDs, the host's old ones forgotten, fresh ones returned to send."""
+        for delivery in self.deliveries:
+            if delivery.host == host:
+                for tid in delivery.tids:
+                    self.pending.pop(tid, None)
+        spec = next(h for h in self.topo.hosts if h.name == host)
+        fresh = list(self._for_host(spec))
+        self.deliveries = [d for d in self.deliveries if d.host != host] + fresh
+        return fresh
 
     def next_tid(self) -> int:
         """Strictly increasing, also across SM restarts (agents keep the last TID they accepted)."""

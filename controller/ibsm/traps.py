@@ -187,6 +187,11 @@ class TrapHandler:
                 report.details = {"kind": "security", "qp": int(details.qp),
                                   "mac_failures": int(details.mac_failures), "replays": int(details.replays)}
                 report.claimed_source = str(details.peer_gid)
+            elif isinstance(details, layers.PortUpDetails):
+                # never suppressed: two starts of one agent differ only in their boot ids
+                report.details = {"kind": "port-up", "boot_id": f"{int(details.boot_id):#018x}"}
+                report.status = "accepted"
+                return report
         if self._suppressed(report):
             report.status = "suppressed"
             return report

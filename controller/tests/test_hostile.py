@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ibsec.agent.adapter import Adapter
+from ibsec.agent.qp import Service
 from ibsm import control, entries
 from ibsm.lab import Fabric, ca_keys, flood_frame
 from ibsm.sif import SifOptions
@@ -151,3 +153,65 @@ async def test_traps_and_acks_replayed_after_an_sm_restart_are_refused(
         await again.stop()
     noisy = [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
     assert not noisy, [r.getMessage() for r in noisy]
+
+
+def _restart_agent(fab: Fabric, agents: dict[str, Adapter], name: str) -> Adapter:
+    """A new agent process on ``name``'s port: same provisioning file, nothing from the SM, no QPs."""
+    agents[name] = Adapter(agents[name].config, lambda frame: fab.send_from_host(name, frame))
+    fab.attach(name, agents[name].receive)
+    return agents[name]
+
+
+async def _talk(a: Adapter, b: Adapter, pkey: int, message: bytes) -> bytes | None:
+    """An RC connection a -> b in ``pkey`` (the partition's mode), one SEND; what b received."""
+    qp = await asyncio.to_thread(a.cm.connect, b.gid, Service.RC, pkey, None, None, 5.0)
+    await asyncio.to_thread(a.post_send, qp.qpn, message)
+    return await asyncio.to_thread(b.wait_recv, qp.remote_qpn or 0, 5.0)
+
+
+def _provisioned(agent: Adapter, pkey: int, peer: Adapter) -> bool:
+    held = agent.keyring.describe()
+    partition = agent.own_partition(pkey)
+    return (partition is not None and partition.mode == 2 and f"{pkey & 0x7FFF:#06x}" in held["partitions"]
+            and f"{peer.guid:#018x}" in held["pairwise_peers"])
+
+
+async def test_restarted_agent_is_provisioned_again(fabric: Fabric, tmp_path: Path) -> None:  # noqa: F811
+    """Issue 14, defect 10: an agent that restarted lost its keys and P_Key table. Its port-up notice
+    makes the SM provision it again; without one, the first trap it sends about its own partition does;
+    the partition (sth-aead, 0x8001) works again and no member is ever filtered."""
+    store = ca_keys(fabric.topo)
+    agents = _agents(fabric, store, tmp_path)
+    run = await _start(fabric, store, tmp_path)
+    try:
+        await _until(lambda: run.sm.keys.outstanding() == 0)
+        assert await _talk(agents["h1"], agents["h3"], 0x8001, b"before") == b"before"
+
+        h3 = _restart_agent(fabric, agents, "h3")
+        assert not _provisioned(h3, 0x8001, agents["h1"])
+        h3.tick()  # its timer's first round: the port-up notice
+        await _until(lambda: _provisioned(h3, 0x8001, agents["h1"]))
+        (hello,) = _events(tmp_path, "agent-hello")
+        assert (hello["host"], hello["boot_id"], hello["action"]) == ("h3", f"{h3.mads.boot_id:#018x}",
+                                                                       "provision")
+        (again,) = _events(tmp_path, "host-reprovision")
+        assert (again["host"], again["reason"], again["action"]) == ("h3", "port up", "re-provisioning")
+        await _until(lambda: run.sm.keys.outstanding() == 0)  # the SM has every ACK, the table's last
+        delivered = [e for e in _events(tmp_path, "key-delivered") if e["wall"] >= again["wall"]]
+        assert {(e["host"], e["key"]) for e in delivered} == \
+            {("h3", d.what) for d in run.sm.keys.deliveries if d.host == "h3"}
+        assert await _talk(agents["h1"], h3, 0x8001, b"after the restart") == b"after the restart"
+        h3.tick()
+        assert h3.counters.stat("hellos_sent") == 1  # provisioned: it stops saying hello
+
+        await asyncio.sleep(run.sm.options.keys.timeout)  # past the re-provisioning rate limit
+        h3 = _restart_agent(fabric, agents, "h3")  # restarted again, and its notice gets lost
+        assert await _talk(agents["h1"], h3, 0x8001, b"no hello") == b"no hello"  # a CM retry gets in
+        refused = _events(tmp_path, "filter-refused")
+        assert refused and {(e["switch"], e["port"], e["pkey"]) for e in refused} == {("s1", 1, "0x8001")}
+        assert "stale" in refused[0]["reason"]
+        assert [e["reason"] for e in _events(tmp_path, "host-reprovision")][1:] == ["stale P_Key table"]
+        assert not _events(tmp_path, "filter-installed")
+        assert not any(fabric.entries(s, entries.INVALID_PKEYS) for s in fabric.devices)
+    finally:
+        await run.stop()

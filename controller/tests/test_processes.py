@@ -146,10 +146,9 @@ def _agent_counters(fabric: ProcessFabric, host: str) -> dict[str, Any]:
 
 
 def _replay_everything(fabric: ProcessFabric, since: float) -> None:
-    """Replay every MAD captured between a host and the SM: each agent's traps and key ACKs toward the
-    SM, each SM MAD toward its agent. Then check nothing of it was accepted by anyone."""
+    """Replay every MAD captured (until the capture was closed) between a host and the SM: each agent's
+    traps and key ACKs toward the SM, each SM MAD toward its agent. Nothing of it is accepted by anyone."""
     assert fabric.capture is not None
-    fabric.capture.close()  # what was captured so far, not the replays themselves
     sm_gid = ipaddress.IPv6Address(fabric.doc["sm"]["gid"]).packed
     to_sm = [(h, f) for h, f in fabric.capture.to_sm if f[IPV6_DST][8:] == sm_gid[8:]]
     to_hosts = [(h, f) for h, f in fabric.capture.to_host if f[IPV6_SRC] == sm_gid]
@@ -182,16 +181,41 @@ def test_captured_mads_replayed_after_sm_and_switch_restarts_are_refused(fabric:
     start = time.time()
     fabric.send("h1", [flood_frame(load_topology(fabric.topology), claimed="h4", victim="h3", pkey=0x3456)])
     fabric.wait_event("traceback", since=start)  # so a trap is among what gets replayed
+    assert fabric.capture is not None
+    fabric.capture.close()
     assert fabric.stop_sm(signal.SIGKILL) == -signal.SIGKILL
     restart = time.time()
-    fabric.start_sm("--no-keys")
-    fabric.wait_event("fabric-ready", since=restart, timeout=READY_TIMEOUT)
+    fabric.start_sm()  # it sends every key again, under fresh TransactionIDs
+    fabric.wait_event("key-delivered", since=restart, timeout=READY_TIMEOUT, count=26)
     _replay_everything(fabric, restart)
     restart = time.time()
     fabric.kill_switch("s2")
     fabric.start_switch("s2")
     fabric.wait_event("switch-back", since=restart)
     _replay_everything(fabric, restart)
+
+
+def test_restarted_agent_gets_its_keys_back_and_its_partition_works(fabric: ProcessFabric) -> None:
+    """Issue 14, defect 10: h3's agent killed and started again holds only its CA key; its port-up
+    notice makes the SM send it everything again, and h1 connects to it in 0x8001 (sth-aead)."""
+    start = time.time()
+    fabric.agents["h3"].kill()
+    fabric.agents["h3"].wait(10)
+    fabric.start_agent("h3")
+    (hello,) = fabric.wait_event("agent-hello", since=start)
+    assert (hello["host"], hello["action"]) == ("h3", "provision")
+    (again,) = fabric.wait_event("host-reprovision", since=start)
+    assert again["action"] == "re-provisioning" and again["keys"] == 7
+    delivered = fabric.wait_event("key-delivered", since=start, count=7)
+    assert {e["host"] for e in delivered} == {"h3"} and "P_Key table" in {e["key"] for e in delivered}
+    h3_gid = fabric.host("h3")["gid"]
+    with ControlClient(fabric.workdir / "h1.sock") as h1, ControlClient(fabric.workdir / "h3.sock") as h3:
+        qp = h1.call("connect", remote_gid=h3_gid, service="RC", pkey=0x8001, timeout=10)
+        assert qp["mode"] == 2
+        h1.call("send", qpn=qp["qpn"], data="after the restart")
+        got = h3.call("recv", qpn=qp["remote_qpn"], timeout=10)
+    assert bytes.fromhex(got["data_hex"]) == b"after the restart"
+    assert not fabric.events("filter-installed", since=start)
 
 
 def test_status_and_policy_commands(fabric: ProcessFabric) -> None:
