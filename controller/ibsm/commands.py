@@ -19,6 +19,7 @@ from typing import Any
 
 import finsy as fy
 from ibsec import keys, mad_auth
+from ibsec.cliopts import integer, number
 from ibsec.marking import TopologyTooLarge
 
 from . import control, report
@@ -32,6 +33,8 @@ from .traps import TrapOptions
 
 RUNS = (Path("runs"), Path(__file__).resolve().parents[2] / "runs")
 """Where `sm traceback` and `sm status` look for the newest run: ./runs, then the project's runs/."""
+DAY = 86400.0
+MAX_PACKETS = 10**9
 CONFIG_ERRORS = (TopologyError, PartitionError, TopologyTooLarge, FabricError, SmConfigError,
                  keys.IbsecKeyError, mad_auth.ReplayStateError)
 
@@ -53,20 +56,22 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--events", type=Path, help="events file (default RUN_DIR/events.jsonl)")
     run.add_argument("--log", type=Path, help="log file (default RUN_DIR/logs/sm.log)")
     run.add_argument("--control", type=Path, help="control socket (default RUN_DIR/sm.sock)")
-    run.add_argument("--quiet-period", type=float, default=SifOptions.quiet_period,
+    run.add_argument("--quiet-period", type=number(0, DAY, above=True), default=SifOptions.quiet_period,
                      help="SIF: seconds without violations before a filter is flushed")
-    run.add_argument("--poll-interval", type=float, default=SifOptions.poll_interval,
+    run.add_argument("--poll-interval", type=number(0, 60, above=True), default=SifOptions.poll_interval,
                      help="SIF: seconds between violation counter polls")
-    run.add_argument("--suppress-window", type=float, default=TrapOptions.suppress_window,
+    run.add_argument("--suppress-window", type=number(0, DAY), default=TrapOptions.suppress_window,
                      help="seconds a repeated trap is only counted")
-    run.add_argument("--max-trap-age", type=float, default=TrapOptions.max_age,
+    run.add_argument("--max-trap-age", type=number(0, DAY, above=True), default=TrapOptions.max_age,
                      help="seconds after which an agent's MAD is stale (by its TransactionID's time)")
-    run.add_argument("--punt-rate", type=int, default=SmOptions.punt_rate,
+    run.add_argument("--punt-rate", type=integer(1, MAX_PACKETS), default=SmOptions.punt_rate,
                      help="packets/s per host port to the SM")
-    run.add_argument("--punt-burst", type=int, default=SmOptions.punt_burst, help="punt meter burst, packets")
-    run.add_argument("--key-timeout", type=float, default=KeyOptions.timeout,
+    run.add_argument("--punt-burst", type=integer(1, MAX_PACKETS), default=SmOptions.punt_burst,
+                     help="punt meter burst, packets")
+    run.add_argument("--key-timeout", type=number(0, 3600, above=True), default=KeyOptions.timeout,
                      help="seconds before a key MAD is resent")
-    run.add_argument("--key-attempts", type=int, default=KeyOptions.attempts, help="sends per key MAD")
+    run.add_argument("--key-attempts", type=integer(1, 1000), default=KeyOptions.attempts,
+                     help="sends per key MAD")
     run.add_argument("--no-keys", action="store_true", help="do not distribute keys")
     run.add_argument("--tls-cacert", type=Path, help="P4Runtime over TLS: the CA of the switches' certs")
     run.add_argument("--tls-cert", type=Path, help="mutual TLS: the SM's certificate (with --tls-key)")
@@ -186,7 +191,10 @@ def _tls(args: argparse.Namespace) -> fy.GRPCCredentialsTLS | None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    sm, control_path = build(args)
+    try:
+        sm, control_path = build(args)
+    except OSError as err:  # a log, events or key path that cannot be written
+        raise SmConfigError(f"{err.filename or ''}: {err.strerror or err}") from None
     log = logging.getLogger("ibsm")
 
     async def serve() -> None:

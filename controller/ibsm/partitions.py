@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ibsec import addressing
+from ibsec import addressing, jsonin
 from lark import Lark, Token, Tree, UnexpectedInput, UnexpectedToken
 
 from .topology import SECURITY_MODES, Host, McGroup, Member, Partition, Topology
@@ -493,9 +493,10 @@ def parse_partitions(text: str, source: str = "partitions.conf", warn: Warn | No
 def load_partitions(path: str | Path, warn: Warn | None = None) -> list[Partition]:
     path = Path(path)
     try:
-        return parse_partitions(path.read_text(), str(path), warn)
-    except OSError as err:
-        raise PartitionError(f"{path}: cannot read: {err.strerror}") from None
+        text = jsonin.read_text(path)  # unreadable or not UTF-8: file:line:column and why
+    except jsonin.JsonInputError as err:
+        raise PartitionError(str(err)) from None
+    return parse_partitions(text, str(path), warn)
 
 
 def check_partitions(partitions: Sequence[Partition], topo: Topology) -> None:

@@ -8,13 +8,12 @@ stops the SM with one clear line instead of a traceback half way through program
 from __future__ import annotations
 
 import ipaddress
-import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ibsec import addressing
+from ibsec import addressing, jsonin
 
 FORMAT = "ibsec-topology"
 VERSION = 1
@@ -22,11 +21,17 @@ KINDS = ("fat-tree", "mesh", "torus", "hypercube")
 ROUTINGS = ("deterministic", "adaptive")
 SECURITY_MODES = {"none": 0, "icrc-mac": 1, "sth-aead": 2, "sth-auth": 3, "sth-hdr": 4}
 MAX_PORT = 510  # 9-bit ports; 511 is the drop port
+MAX_TCP_PORT = 65535
 DEFAULT_CPU_PORT = 255
 
 
 class TopologyError(ValueError):
-    """The topology file is wrong; the message starts with the path of the first bad field."""
+    """The topology file is wrong; the message starts with the path of the first bad field (``field``),
+    and, once :func:`load_topology` adds them, with the file and the line."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 @dataclass(frozen=True)
@@ -148,7 +153,7 @@ class Topology:
 
 
 def _fail(path: str, message: str) -> TopologyError:
-    return TopologyError(f"{path}: {message}")
+    return TopologyError(f"{path}: {message}", path)
 
 
 def _get(obj: dict[str, Any], key: str, kind: type | tuple[type, ...], path: str, default: Any = ...) -> Any:
@@ -208,8 +213,10 @@ def _gid(value: Any, path: str) -> str:
 def _switch(obj: dict[str, Any], path: str) -> Switch:
     name = _get(obj, "name", str, path)
     address = _get(obj, "address", str, path)
-    if ":" not in address:
-        raise _fail(f"{path}.address", f"expected HOST:PORT, got {address!r}")
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit() or not 1 <= int(port) <= MAX_TCP_PORT:
+        raise _fail(f"{path}.address", f"expected HOST:PORT with a TCP port in 1..{MAX_TCP_PORT}, "
+                    f"got {address!r}")
     ports = _list(obj, "ports", path)
     numbers = tuple(_int(p, f"{path}.ports[{i}]", 1, MAX_PORT) for i, p in enumerate(ports))
     if len(set(numbers)) != len(numbers):
@@ -386,15 +393,15 @@ def _check_places(topo: Topology) -> None:
 
 
 def load_topology(path: str | Path) -> Topology:
-    """Read and check a topology file; every error is a :class:`TopologyError` naming the file."""
+    """Read and check a topology file; every error is a :class:`TopologyError` naming the file and,
+    where the file has it, the line (``topology.json:12: switches[0].address: ...``)."""
     path = Path(path)
     try:
-        doc = json.loads(path.read_text())
-    except OSError as err:
-        raise TopologyError(f"{path}: cannot read: {err.strerror}") from None
-    except json.JSONDecodeError as err:
-        raise TopologyError(f"{path}: not JSON: line {err.lineno} column {err.colno}: {err.msg}") from None
+        doc, text = jsonin.load_file(path)
+    except jsonin.JsonInputError as err:  # unreadable, not UTF-8, not JSON, numbers out of range
+        raise TopologyError(str(err)) from None
     try:
         return parse_topology(doc, path)
     except TopologyError as err:
-        raise TopologyError(f"{path}: {err}") from None
+        line = jsonin.line_of(text, err.field) if err.field else None
+        raise TopologyError(f"{path}:{line}: {err}" if line else f"{path}: {err}", err.field) from None

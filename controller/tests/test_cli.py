@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from ibsm import cli
+from ibsm import cli, commands
 from ibsm.events import EventLog
 
 from .conftest import DATA
@@ -34,6 +34,68 @@ def test_bad_topology_stops_with_a_clear_message(tmp_path: Path, edit: object, e
     assert done.returncode == 2
     assert done.stderr.startswith("sm: error: ") and expected in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(("option", "value", "expected"), [
+    ("--punt-rate", "-5", "argument --punt-rate: -5 is outside 1..1000000000"),
+    ("--punt-burst", "0", "argument --punt-burst: 0 is outside 1..1000000000"),
+    ("--poll-interval", "-1", "argument --poll-interval: -1 is not more than 0 and at most 60"),
+    ("--quiet-period", "inf", "argument --quiet-period: inf is not a finite number"),
+    ("--suppress-window", "nan", "argument --suppress-window: nan is not a finite number"),
+    ("--key-timeout", "0", "argument --key-timeout: 0 is not more than 0 and at most 3600"),
+    ("--key-attempts", "1e3", "argument --key-attempts: '1e3' is not an integer"),
+    ("--max-trap-age", "-60", "argument --max-trap-age: -60 is not more than 0"),
+])
+def test_bad_option_values_stop_before_anything_starts(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                       option: str, value: str, expected: str) -> None:
+    """Issue 14, defect 12: each refused while the command line is read (status 2, nothing written)."""
+    topo = tmp_path / "topology.json"
+    topo.write_text((DATA / "mesh-2x2.json").read_text())
+    with pytest.raises(SystemExit) as stop:
+        commands.main(["run", "--topology", str(topo), option, value])
+    assert stop.value.code == 2 and expected in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["topology.json"]  # no log, key or event file
+
+
+def test_a_bad_option_value_through_the_sm_command(tmp_path: Path) -> None:
+    done = _sm("run", "--topology", str(DATA / "mesh-2x2.json"), "--run-dir", str(tmp_path),
+               "--punt-rate", "-5")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.splitlines()[-1] == "sm run: error: argument --punt-rate: -5 is outside 1..1000000000"
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(("content", "expected"), [
+    (b'{\n  "name": "caf\xe9"\n}\n', "topology.json:2:15: not UTF-8 text (byte 0xe9)"),
+    (b'{\n  "format": "ibsec-topology",\n  "version": 1e999\n}\n', "topology.json:3: version: 1e999 is not a "
+     "finite number"),
+    (b"[" * 50 + b"]" * 50, "topology.json:1: nested 50 levels deep: at most 32"),
+])
+def test_unreadable_topology_file_names_file_line_and_reason(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes, expected: str) -> None:
+    topo = tmp_path / "topology.json"
+    topo.write_bytes(content)
+    assert commands.main(["run", "--topology", str(topo)]) == 2
+    assert expected in capsys.readouterr().err
+
+
+def test_topology_field_errors_name_the_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = json.loads((DATA / "fattree-2x2.json").read_text())
+    doc["switches"][1]["address"] = "127.0.0.1:99999"
+    topo = tmp_path / "topology.json"
+    topo.write_text(json.dumps(doc, indent=1))
+    line = next(i for i, text in enumerate(topo.read_text().splitlines(), 1) if "99999" in text)
+    assert commands.main(["run", "--topology", str(topo)]) == 2
+    assert f"topology.json:{line}: switches[1].address: expected HOST:PORT with a TCP port in " \
+           "1..65535, got '127.0.0.1:99999'" in capsys.readouterr().err
+
+
+def test_partitions_file_that_is_not_utf8(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    conf = tmp_path / "partitions.conf"
+    conf.write_bytes(b"# partitions\ncompute=0x1 : ALL ; # \xff\xfe\n")
+    assert commands.main(["run", "--topology", str(DATA / "mesh-2x2.json"), "--run-dir", str(tmp_path),
+                          "--partitions", str(conf)]) == 2
+    assert "partitions.conf:2:23: not UTF-8 text (byte 0xff)" in capsys.readouterr().err
 
 
 def test_bad_partitions_and_options(tmp_path: Path) -> None:

@@ -69,7 +69,7 @@ def test_mesh_places(edit: Any, expected: str) -> None:
 def test_file_errors_name_the_file(tmp_path: Path) -> None:
     bad = tmp_path / "t.json"
     bad.write_text("{\"format\": ")
-    with pytest.raises(TopologyError, match=r"t.json: not JSON: line 1"):
+    with pytest.raises(TopologyError, match=r"t.json:1:12: not JSON: Expecting value"):
         load_topology(bad)
     with pytest.raises(TopologyError, match=r"missing.json: cannot read"):
         load_topology(tmp_path / "missing.json")
