@@ -12,7 +12,6 @@ size) with Scapy and only patched per packet (PSN, RETH, payload); see :mod:`.fr
 from __future__ import annotations
 
 import ipaddress
-import json
 import logging
 import os
 import secrets
@@ -23,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ibsec import addressing, icrc, keys, transport
+from ibsec import addressing, icrc, jsonin, keys, transport
 from ibsec.skc import DEFAULT_PREFETCH_ENTRIES, SessionKeyCache
 
 from . import frames
@@ -95,14 +94,50 @@ class AgentConfig:
 
 
 def load_partitions(path: Path) -> list[Partition]:
-    """P_Key table file: ``{"partitions": [{"pkey": "0x8001", "mode": 2, "scope": "session"}, ...]}``."""
-    document = json.loads(path.read_text())
-    return [
-        Partition(
-            int(str(entry["pkey"]), 0), int(entry.get("mode", 0)), Scope(entry.get("scope", "partition"))
-        )
-        for entry in document["partitions"]
-    ]
+    """P_Key table file: ``{"partitions": [{"pkey": "0x8001", "mode": 2, "scope": "session"}, ...]}``.
+
+    A bad file is refused with :class:`ibsec.jsonin.JsonInputError`: ``file:line: field: why``."""
+    document, text = jsonin.load_file(path)
+    try:
+        entries = document["partitions"] if isinstance(document, dict) else None
+        if not isinstance(entries, list):
+            raise _TableError("partitions", "expected a list of P_Key table entries")
+        return [_table_entry(entry, f"partitions[{i}]") for i, entry in enumerate(entries)]
+    except _TableError as err:
+        raise jsonin.JsonInputError(f"{path}:{jsonin.line_of(text, err.field) or 1}: {err}") from None
+
+
+class _TableError(ValueError):
+    def __init__(self, field: str, why: str) -> None:
+        super().__init__(f"{field}: {why}")
+        self.field = field
+
+
+def _pkey_number(value: Any) -> int | None:
+    """A P_Key given as a number or a "0x..." string: 16 bits, not partition 0 (IBA: invalid)."""
+    try:
+        number = int(value, 0) if isinstance(value, str) else value
+    except ValueError:
+        return None
+    if isinstance(number, bool) or not isinstance(number, int) or not 0 <= number <= 0xFFFF:
+        return None
+    return number if number & 0x7FFF else None
+
+
+def _table_entry(entry: Any, field: str) -> Partition:
+    if not isinstance(entry, dict):
+        raise _TableError(field, "expected an object with pkey, mode and scope")
+    pkey = entry.get("pkey")
+    number = _pkey_number(pkey)
+    if number is None:
+        raise _TableError(f"{field}.pkey", f"{pkey!r} is no P_Key: 16 bits, partition number 0x0001..0x7fff")
+    mode = entry.get("mode", 0)
+    if not isinstance(mode, int) or isinstance(mode, bool) or mode not in frames.MODES:
+        raise _TableError(f"{field}.mode", f"{mode!r} is no security mode (0..{max(frames.MODES)})")
+    scope = entry.get("scope", "partition")
+    if scope not in {s.value for s in Scope}:
+        raise _TableError(f"{field}.scope", f"{scope!r}: expected one of {', '.join(s.value for s in Scope)}")
+    return Partition(number, mode, Scope(scope))
 
 
 class Adapter:

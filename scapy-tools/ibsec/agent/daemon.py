@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 import signal
 import sys
 import threading
 from pathlib import Path
 from types import FrameType
 
-from ibsec import keys
+from ibsec import addressing, keys
+from ibsec.cliopts import integer, number
 from ibsec.skc import DEFAULT_PREFETCH_ENTRIES
 
-from .adapter import Adapter, AgentConfig
+from .adapter import Adapter, AgentConfig, load_partitions
 from .admission import Limits
 from .commands import Commands
 from .control import ControlServer
@@ -27,6 +29,8 @@ from .rawport import RawPort
 log = logging.getLogger("ibsec.agent")
 
 IB_MTUS = (256, 512, 1024, 2048, 4096)
+DAY = 86400.0
+U32 = (1 << 32) - 1
 MAX_OVERHEAD = 14 + 40 + 8 + 12 + 16 + 16 + 4  # Ethernet, IPv6, UDP, BTH, RETH, STH, ICRC
 
 
@@ -36,39 +40,82 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         description=__doc__.splitlines()[0],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    parser.add_argument("--name", required=True, help="host name, used in log lines and file names")
+    parser.add_argument("--name", required=True, type=host_name,
+                        help="host name, used in log lines and file names")
     parser.add_argument("--iface", required=True, help="the host's interface (raw socket)")
     parser.add_argument("--run-dir", type=Path, default=Path("."), help="run directory (DESIGN section 10)")
     parser.add_argument("--log", type=Path, help="log file (default RUN_DIR/logs/NAME.log)")
     parser.add_argument("--control", type=Path, help="control socket (default RUN_DIR/NAME.sock)")
-    parser.add_argument("--subnet", type=lambda s: int(s, 0), default=1, help="16-bit subnet id of the GID")
-    parser.add_argument("--lid", type=lambda s: int(s, 0), default=1, help="the port's LID")
-    parser.add_argument("--pkeys", type=Path, help="P_Key table file (JSON) when no SM sets it")
-    parser.add_argument("--keys", type=Path, help="provisioning key file (mode 0600, ibsec.keys format)")
-    parser.add_argument("--sm-gid", help="GID of the SM: traps go there, vendor MADs come from there")
-    parser.add_argument("--trap-window", type=float, default=10.0, help="trap suppression window, seconds")
+    parser.add_argument("--subnet", type=integer(0, 0xFFFF), default=1, help="16-bit subnet id of the GID")
+    parser.add_argument("--lid", type=integer(addressing.LID_MIN, addressing.LID_UNICAST_MAX), default=1,
+                        help="the port's LID")
+    parser.add_argument("--pkeys", type=pkey_file, help="P_Key table file (JSON) when no SM sets it")
+    parser.add_argument("--keys", type=key_file, help="provisioning key file (mode 0600, ibsec.keys format)")
+    parser.add_argument("--sm-gid", type=sm_gid,
+                        help="GID of the SM: traps go there, vendor MADs come from there")
+    parser.add_argument("--trap-window", type=number(0, DAY), default=10.0,
+                        help="trap suppression window, seconds")
     parser.add_argument(
         "--mac-failure-threshold",
-        type=int,
+        type=integer(1, U32),
         default=16,
         help="consecutive MAC failures on a QP that raise a security trap",
     )
     parser.add_argument(
         "--retire-after",
-        type=int,
+        type=integer(1, U32),
         default=1 << 20,
         help="consecutive MAC failures after which the QP's key is retired",
     )
-    parser.add_argument("--ack-timeout", type=float, default=0.05, help="RC retransmission timeout, seconds")
-    parser.add_argument("--retries", type=int, default=7, help="RC retransmissions before the QP errors")
+    parser.add_argument("--ack-timeout", type=number(0, 60, above=True), default=0.05,
+                        help="RC retransmission timeout, seconds")
+    parser.add_argument("--retries", type=integer(0, 1000), default=7,
+                        help="RC retransmissions before the QP errors")
     parser.add_argument("--mtu", type=int, choices=IB_MTUS,
                         help="path MTU in payload bytes (default: the largest that fits the interface's MTU)")
-    parser.add_argument("--skc-bytes", type=int, default=16384, help="session key cache size in bytes")
-    parser.add_argument("--skc-prefetch", type=int, default=DEFAULT_PREFETCH_ENTRIES,
+    parser.add_argument("--skc-bytes", type=integer(0, 1 << 30), default=16384,
+                        help="session key cache size in bytes")
+    parser.add_argument("--skc-prefetch", type=integer(0, 1 << 20), default=DEFAULT_PREFETCH_ENTRIES,
                         help="entries of the session key cache's prefetch buffer (0: no prefetching)")
-    parser.add_argument("--half-open-timeout", type=float, default=Limits.half_open_timeout,
+    parser.add_argument("--half-open-timeout", type=number(0, 3600, above=True),
+                        default=Limits.half_open_timeout,
                         help="seconds an accepted connection may wait for its RTU or first packet")
     return parser.parse_args(argv)
+
+
+def host_name(text: str) -> str:
+    """A name that can be part of a file name (the log, the control socket)."""
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", text):
+        raise argparse.ArgumentTypeError(f"{text!r}: letters, digits, _ . - (at most 64, a letter or digit "
+                                         "first)")
+    return text
+
+
+def sm_gid(text: str) -> str:
+    """The SM's GID; its GUID must be a MAC-derived EUI-64, the agent addresses the SM's MAC from it."""
+    try:
+        addressing.guid_to_mac(addressing.parse_gid(text).guid)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"{text!r}: {err}") from None
+    return text
+
+
+def pkey_file(text: str) -> Path:
+    """A P_Key table file, checked entry by entry now (before anything starts)."""
+    try:
+        load_partitions(Path(text))
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return Path(text)
+
+
+def key_file(text: str) -> Path:
+    """A provisioning key file: 0600, owned by us, in the ibsec.keys format (checked now)."""
+    try:
+        keys.read_key_file(text)
+    except (OSError, keys.IbsecKeyError) as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return Path(text)
 
 
 def setup_logging(path: Path, name: str) -> None:
