@@ -19,11 +19,15 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import signal
 import sys
 import threading
 import time
 from types import FrameType
+
+from ibsec.cliopts import integer, number
+from ibsm.traps import TrapOptions
 
 from p4switch import targets
 
@@ -33,11 +37,34 @@ DESCRIPTION = ("Launch a fabric of P4 switches with the subnet manager and one h
                "the Mininet CLI.")
 
 
+MAX_DIM = 1024
+DELAY = re.compile(r"\d+(\.\d+)?(us|ms|s)")
+
+
 def parse_dims(text: str) -> tuple[int, ...]:
     try:
-        return tuple(int(part) for part in text.lower().replace(",", "x").split("x"))
+        dims = tuple(int(part) for part in text.lower().replace(",", "x").split("x"))
     except ValueError:
         raise argparse.ArgumentTypeError(f"dimensions look like 4x4 or 3x2x2, not {text!r}") from None
+    if not all(2 <= d <= MAX_DIM for d in dims):
+        raise argparse.ArgumentTypeError(f"{text}: every dimension needs 2..{MAX_DIM} switches")
+    return dims
+
+
+def security_modes(text: str) -> str:
+    """One security mode, or a comma-separated list of them (one per partition, round robin)."""
+    bad = [m for m in text.split(",") if m not in topofile.SECURITY_MODES]
+    if bad:
+        raise argparse.ArgumentTypeError(f"{bad[0]!r}: expected {', '.join(topofile.SECURITY_MODES)} "
+                                         "or a comma-separated list of them")
+    return text
+
+
+def link_delay(text: str) -> str:
+    """A tc delay: a number and us, ms or s (what Mininet's TCLink passes to netem)."""
+    if not DELAY.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a number and us, ms or s, e.g. 1ms")
+    return text
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,29 +73,33 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("fabric", choices=(*fabrics.FABRICS, "clean"), nargs="?", default="fat-tree")
     shape = parser.add_argument_group("shape")
-    shape.add_argument("--k", type=int, default=2, help="fat tree: ports up and down per switch")
-    shape.add_argument("--levels", type=int, default=3, help="fat tree: levels of switches")
-    shape.add_argument("--hosts-per-leaf", type=int, help="fat tree: hosts per leaf switch (default k)")
+    shape.add_argument("--k", type=integer(2, 255), default=2, help="fat tree: ports up and down per switch")
+    shape.add_argument("--levels", type=integer(1, 8), default=3, help="fat tree: levels of switches")
+    shape.add_argument("--hosts-per-leaf", type=integer(1, 255),
+                       help="fat tree: hosts per leaf switch (1..k, default k)")
     shape.add_argument("--dims", type=parse_dims, help="mesh, torus, mesh3d: switches per dimension")
-    shape.add_argument("--cube", type=int, default=3, help="hypercube: dimensions")
-    shape.add_argument("--bw", type=float, help="link bandwidth, Mbit/s (TCLink)")
-    shape.add_argument("--delay", help="link delay, e.g. 1ms (TCLink; needs the kernel's sch_netem)")
+    shape.add_argument("--cube", type=integer(1, 9), default=3, help="hypercube: dimensions")
+    shape.add_argument("--bw", type=number(0, 1000, above=True), help="link bandwidth, Mbit/s (TCLink)")
+    shape.add_argument("--delay", type=link_delay,
+                       help="link delay, e.g. 1ms (TCLink; needs the kernel's sch_netem)")
     ctl = parser.add_argument_group("control")
     ctl.add_argument("--target", choices=tuple(targets.TARGETS), default=os.environ.get("TARGET", "p4switch"))
     ctl.add_argument("--routing", choices=topofile.ROUTINGS, default="deterministic")
-    ctl.add_argument("--partitions", type=int, default=2, help="partitions, hosts assigned round robin")
-    ctl.add_argument("--security", default="sth-aead",
+    ctl.add_argument("--partitions", type=integer(1, 0x7FFE), default=2,
+                     help="partitions, hosts assigned round robin")
+    ctl.add_argument("--security", type=security_modes, default="sth-aead",
                      help=f"security mode of every partition ({', '.join(topofile.SECURITY_MODES)}), or a "
                      "comma-separated list, one per partition")
     ctl.add_argument("--policy", choices=run.POLICIES, default="sif", help="partition filter policy")
-    ctl.add_argument("--quiet-period", type=float, default=3.0,
+    ctl.add_argument("--quiet-period", type=number(0, 86400, above=True), default=3.0,
                      help="SIF: seconds without violations before a filter is flushed")
     ctl.add_argument("--no-sm", action="store_true", help="no SM (agents get their P_Key tables from files)")
     ctl.add_argument("--tls", action="store_true", help="P4Runtime over mutual TLS (a CA and certificates "
                      "for this run, removed at teardown)")
     parser.add_argument("--run-dir", type=run.Path, help="run directory (default runs/<UTC time>-<fabric>)")
     parser.add_argument("--no-cli", action="store_true", help="no Mininet CLI: wait for Ctrl-C or --duration")
-    parser.add_argument("--duration", type=float, help="with --no-cli: stop after this many seconds")
+    parser.add_argument("--duration", type=number(0, 1e7, above=True),
+                        help="with --no-cli: stop after this many seconds")
     parser.add_argument("-v", "--verbose", action="store_true", help="Mininet's own progress output")
     return parser
 
@@ -113,8 +144,25 @@ def wake_the_cli_on_sigterm() -> None:
     threading.Thread(target=nudge, name="sigterm-nudge", daemon=True).start()
 
 
+def check_together(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """What one option alone cannot say: the fabric is built as a graph now (hosts per leaf against k,
+    ...), and the SM's quiet period must outlast its trap suppression window; a refusal ends the launcher
+    like a bad option, before anything starts."""
+    if args.fabric == "clean":
+        return
+    try:
+        options_from(args).build_fabric()
+    except ValueError as err:
+        parser.error(f"{args.fabric}: {err}")
+    if not args.no_sm and args.quiet_period <= TrapOptions.suppress_window:
+        parser.error(f"argument --quiet-period: {args.quiet_period:g} must be longer than the SM's trap "
+                     f"suppression window ({TrapOptions.suppress_window:g} s)")
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    check_together(parser, args)
     if os.geteuid() != 0:
         print("ibsec-fabric: needs root (network namespaces, veths, raw sockets)", file=sys.stderr)
         return 2
