@@ -2,12 +2,12 @@
 
 ``{"cmd": "status"}`` answers what :meth:`SubnetManager.status` says, ``{"cmd": "partitions"}`` what
 :meth:`SubnetManager.partitions_report` says; ``{"cmd": "policy", "policy": "dt"}`` switches the filter
-policy at run time. Every request gets exactly one answer line, ``{"ok": true, ...}``
-or ``{"ok": false, "error": "..."}``: a request that is not a JSON object with a ``"cmd"`` string, is
-longer than :data:`ibsec.jsonin.MAX_REQUEST_BYTES`, nests too deep or holds a number out of range is
-answered with an error naming the field (:func:`ibsec.jsonin.decode_request`). A client that goes away
-before its answer is not an error: it is counted. The socket lives in the run directory (mode 0600: only
-the user who runs the SM may change its policy).
+policy at run time. Every request gets exactly one answer line, ``{"ok": true, ...}`` or ``{"ok": false,
+"error": "..."}``: a request is read and checked by ``ibsec.jsonrequest``, the reader the agents' sockets
+use (at most 64 KiB, UTF-8, nesting, an object with a ``"cmd"`` string, every field by type and range and
+no unknown one), and a refusal names what is wrong. A client that goes away before its answer is not an
+error: it is counted. The socket lives in the run directory (mode 0600: only the user who runs the SM may
+change its policy).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from ibsec import jsonin
+from ibsec import jsonrequest
 
 from . import entries
 from .core import SmConfigError, SubnetManager
@@ -46,7 +46,7 @@ class ControlServer:
             self.path.unlink()
         # the reader's limit bounds a line: a longer one ends in ValueError, answered and closed
         self._server = await asyncio.start_unix_server(self._connection, path=str(self.path),
-                                                       limit=jsonin.MAX_REQUEST_BYTES + 1)
+                                                       limit=jsonrequest.MAX_BYTES + 1)
         os.chmod(self.path, 0o600)
         self.sm.control_counters = self.counters
 
@@ -64,7 +64,7 @@ class ControlServer:
                 except ValueError:  # longer than the limit: nothing of it can be trusted to end a line
                     self.counters["refused"] += 1
                     await self._reply(writer, {"ok": False, "error": f"request longer than "
-                                               f"{jsonin.MAX_REQUEST_BYTES} bytes"})
+                                               f"{jsonrequest.MAX_BYTES} bytes"})
                     return
                 if not line:
                     return
@@ -83,19 +83,20 @@ class ControlServer:
         """The answer to one request line."""
         self.counters["requests"] += 1
         try:
-            request = jsonin.decode_request(line.rstrip(b"\r\n"))
-            cmd = request["cmd"]
+            cmd, values = jsonrequest.parse(line)
+            args = jsonrequest.Args(cmd, values)
             if cmd == "status":
+                args.done()
                 return {"ok": True, "status": await self.sm.status()}
             if cmd == "partitions":
+                args.done()
                 return {"ok": True, "partitions": self.sm.partitions_report()}
             if cmd == "policy":
-                policy = request.get("policy")
-                if not isinstance(policy, str):
-                    raise SmConfigError(f"policy: expected a string, one of {', '.join(entries.POLICIES)}")
+                policy = args.choice("policy", entries.POLICIES)
+                args.done()
                 return {"ok": True, "result": await self.sm.set_policy(policy)}
             raise SmConfigError(f"unknown command {cmd[:64]!r}: expected one of {', '.join(COMMANDS)}")
-        except (jsonin.JsonInputError, SmConfigError) as err:
+        except (jsonrequest.RequestError, SmConfigError) as err:
             self.counters["refused"] += 1
             return {"ok": False, "error": str(err)}
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ibsec import addressing, jsonin
+from ibsec import addressing, configfile
 from lark import Lark, Token, Tree, UnexpectedInput, UnexpectedToken
 
 from .topology import SECURITY_MODES, Host, McGroup, Member, Partition, Topology
@@ -493,8 +493,8 @@ def parse_partitions(text: str, source: str = "partitions.conf", warn: Warn | No
 def load_partitions(path: str | Path, warn: Warn | None = None) -> list[Partition]:
     path = Path(path)
     try:
-        text = jsonin.read_text(path)  # unreadable or not UTF-8: file:line:column and why
-    except jsonin.JsonInputError as err:
+        text = configfile.read_text(path)  # unreadable or not UTF-8: file:line:column and why
+    except configfile.ConfigFileError as err:
         raise PartitionError(str(err)) from None
     return parse_partitions(text, str(path), warn)
 

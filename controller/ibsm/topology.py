@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ibsec import addressing, jsonin
+from ibsec import addressing, configfile
 
 FORMAT = "ibsec-topology"
 VERSION = 1
@@ -397,11 +397,11 @@ def load_topology(path: str | Path) -> Topology:
     where the file has it, the line (``topology.json:12: switches[0].address: ...``)."""
     path = Path(path)
     try:
-        doc, text = jsonin.load_file(path)
-    except jsonin.JsonInputError as err:  # unreadable, not UTF-8, not JSON, numbers out of range
+        doc, text = configfile.load_file(path)
+    except configfile.ConfigFileError as err:  # unreadable, not UTF-8, not JSON, numbers out of range
         raise TopologyError(str(err)) from None
     try:
         return parse_topology(doc, path)
     except TopologyError as err:
-        line = jsonin.line_of(text, err.field) if err.field else None
+        line = configfile.line_of(text, err.field) if err.field else None
         raise TopologyError(f"{path}:{line}: {err}" if line else f"{path}: {err}", err.field) from None

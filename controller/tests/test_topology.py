@@ -74,5 +74,5 @@ def test_file_errors_name_the_file(tmp_path: Path) -> None:
     with pytest.raises(TopologyError, match=r"missing.json: cannot read"):
         load_topology(tmp_path / "missing.json")
     bad.write_text(json.dumps({**_doc(), "version": 2}))
-    with pytest.raises(TopologyError, match=r"t.json: version: expected 1, got 2"):
+    with pytest.raises(TopologyError, match=r"t.json:1: version: expected 1, got 2"):
         load_topology(bad)

@@ -28,7 +28,7 @@ from scapy.layers.inet import UDP
 from scapy.layers.inet6 import IPv6
 from scapy.packet import Packet
 
-from ibsec import jsonin
+from ibsec import configfile
 from ibsec.layers import MAD, MAD_AUTH_NONCE_LEN, MAD_AUTH_TAG_LEN, MAD_LEN, MadAuth
 
 MAD_AUTH_LEN = MAD_AUTH_NONCE_LEN + MAD_AUTH_TAG_LEN
@@ -189,12 +189,12 @@ class TidReplayGuard:
 
 def _read_state(path: Path) -> dict[bytes, int]:
     try:
-        doc = jsonin.load_file(path)[0]
+        doc = configfile.load_file(path)[0]
         if not isinstance(doc, dict) or doc.get("format") != STATE_FORMAT or not isinstance(doc.get("last"),
                                                                                             dict):
             raise ValueError(f"not an {STATE_FORMAT} file")
         return {ipaddress.IPv6Address(gid).packed: _tid(value) for gid, value in doc["last"].items()}
-    except ValueError as err:  # jsonin's errors and bad addresses or TIDs alike
+    except ValueError as err:  # configfile's errors and bad addresses or TIDs alike
         raise ReplayStateError(f"replay state {path}: {err} (remove it only if no MAD captured before "
                                "could be replayed)") from None
 

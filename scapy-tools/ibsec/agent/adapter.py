@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ibsec import addressing, icrc, jsonin, keys, transport
+from ibsec import addressing, configfile, icrc, keys, transport
 from ibsec.skc import DEFAULT_PREFETCH_ENTRIES, SessionKeyCache
 
 from . import frames
@@ -96,15 +96,16 @@ class AgentConfig:
 def load_partitions(path: Path) -> list[Partition]:
     """P_Key table file: ``{"partitions": [{"pkey": "0x8001", "mode": 2, "scope": "session"}, ...]}``.
 
-    A bad file is refused with :class:`ibsec.jsonin.JsonInputError`: ``file:line: field: why``."""
-    document, text = jsonin.load_file(path)
+    A bad file is refused with :class:`ibsec.configfile.ConfigFileError`: ``file:line: field: why``."""
+    document, text = configfile.load_file(path)
     try:
         entries = document["partitions"] if isinstance(document, dict) else None
         if not isinstance(entries, list):
             raise _TableError("partitions", "expected a list of P_Key table entries")
         return [_table_entry(entry, f"partitions[{i}]") for i, entry in enumerate(entries)]
     except _TableError as err:
-        raise jsonin.JsonInputError(f"{path}:{jsonin.line_of(text, err.field) or 1}: {err}") from None
+        line = configfile.line_of(text, err.field) or 1
+        raise configfile.ConfigFileError(f"{path}:{line}: {err}") from None
 
 
 class _TableError(ValueError):
