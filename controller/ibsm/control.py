@@ -44,9 +44,7 @@ class ControlServer:
     async def start(self) -> None:
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
-        # the reader's limit bounds a line: a longer one ends in ValueError, answered and closed
-        self._server = await asyncio.start_unix_server(self._connection, path=str(self.path),
-                                                       limit=jsonrequest.MAX_BYTES + 1)
+        self._server = await asyncio.start_unix_server(self._connection, path=str(self.path))
         os.chmod(self.path, 0o600)
         self.sm.control_counters = self.counters
 
@@ -57,16 +55,17 @@ class ControlServer:
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.counters["connections"] += 1
+        lines = _Lines(reader)
         try:
             while True:
                 try:
-                    line = await reader.readline()
-                except ValueError:  # longer than the limit: nothing of it can be trusted to end a line
+                    line = await lines.next()
+                except jsonrequest.RequestError as err:  # too long: read to its end, answered, go on
+                    self.counters["requests"] += 1
                     self.counters["refused"] += 1
-                    await self._reply(writer, {"ok": False, "error": f"request longer than "
-                                               f"{jsonrequest.MAX_BYTES} bytes"})
-                    return
-                if not line:
+                    await self._reply(writer, {"ok": False, "error": str(err)})
+                    continue
+                if line is None:
                     return
                 await self._reply(writer, await self.answer(line))
         except (ConnectionError, asyncio.IncompleteReadError):
@@ -106,6 +105,35 @@ class ControlServer:
         await writer.drain()
 
 
+class _Lines:
+    """Request lines of one connection, each at most ``jsonrequest.MAX_BYTES``: a longer one is read to
+    its end and discarded as it comes (memory stays bounded), then refused, and the next line is intact."""
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self.reader = reader
+        self.buffer = b""
+
+    async def next(self) -> bytes | None:
+        """The next line (None once the client has closed); RequestError for one that is too long."""
+        too_long = False
+        while True:
+            end = self.buffer.find(b"\n")
+            if end >= 0:
+                line, self.buffer = self.buffer[:end + 1], self.buffer[end + 1:]
+                if too_long or end > jsonrequest.MAX_BYTES:
+                    raise jsonrequest.RequestError(f"request longer than {jsonrequest.MAX_BYTES} bytes")
+                return line
+            if len(self.buffer) > jsonrequest.MAX_BYTES:
+                too_long, self.buffer = True, b""
+            chunk = await self.reader.read(1 << 16)
+            if not chunk:
+                line, self.buffer = self.buffer, b""
+                if too_long:
+                    raise jsonrequest.RequestError(f"request longer than {jsonrequest.MAX_BYTES} bytes")
+                return line or None
+            self.buffer += chunk
+
+
 async def serve_control(sm: SubnetManager, path: Path) -> ControlServer:
     server = ControlServer(sm, path)
     await server.start()
@@ -114,15 +142,20 @@ async def serve_control(sm: SubnetManager, path: Path) -> ControlServer:
 
 def call(path: Path, request: dict[str, Any], timeout: float = 10.0) -> dict[str, Any]:
     """Send one request to a running SM (raises OSError if none listens at ``path``)."""
+    return call_raw(path, json.dumps(request).encode(), timeout)
+
+
+def call_raw(path: Path, line: bytes, timeout: float = 10.0) -> dict[str, Any]:
+    """Send one request line as given (tests and the fuzzer send malformed ones) and read the answer."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(timeout)
         sock.connect(str(path))
-        sock.sendall(json.dumps(request).encode() + b"\n")
+        sock.sendall(line + b"\n")
         data = b""
-        while not data.endswith(b"\n"):
+        while b"\n" not in data:
             chunk = sock.recv(65536)
             if not chunk:
                 break
             data += chunk
-    answer: dict[str, Any] = json.loads(data)
+    answer: dict[str, Any] = json.loads(data.partition(b"\n")[0])  # the first answer (a line may hold two)
     return answer
