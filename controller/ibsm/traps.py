@@ -35,7 +35,9 @@ class TrapOptions:
     shorter than SIF's quiet period, or a renewed attack right after a flush would go unseen.
     ``max_age``: agents number their MADs with the time they sent them (nanoseconds since the epoch,
     strictly increasing), so a MAD that never reached this SM (sent while it was down, or before the
-    switches were programmed) but was captured can still not be replayed later than this."""
+    switches were programmed) but was captured can still not be replayed later than this. A MAD that
+    claims to be from further in the future is refused too: accepted, its TransactionID would make every
+    later MAD of its sender a replay."""
 
     suppress_window: float = 2.0
     max_remembered: int = 4096
@@ -162,9 +164,10 @@ class TrapHandler:
         try:
             host, mad = self.source.sender(raw)
             age, limit = self.wall() - int(mad.transaction_id) / 1e9, self.options.max_age
-            if age > limit:
+            if abs(age) > limit:  # a TransactionID from the future would lock its sender out of the guard
                 report.status = "stale"
-                report.reason = f"sent {age:.0f} s ago by its TransactionID (at most {limit:g} s)"
+                when = f"sent {age:.0f} s ago" if age > 0 else f"{-age:.0f} s ahead of the SM's clock"
+                report.reason = f"{when} by its TransactionID (at most {limit:g} s)"
                 return report
             self.guard.accept(raw.sender, int(mad.transaction_id))
         except mad_auth.MadReplayError as err:
@@ -179,7 +182,10 @@ class TrapHandler:
             return report
         report.victim = host.name
         if notice.is_generic and notice.trap_number in (layers.TRAP_BAD_PKEY, layers.TRAP_BAD_QKEY):
-            self._bad_key(report, notice)
+            wrong = self._bad_key(report, notice)
+            if wrong:
+                report.reason = wrong
+                return report
         else:
             report.number = int(notice.device_id) if not notice.is_generic else int(notice.trap_number)
             details = notice.data_details
@@ -198,16 +204,19 @@ class TrapHandler:
         report.status = "accepted"
         return report
 
-    def _bad_key(self, report: TrapReport, notice: Packet) -> None:
+    def _bad_key(self, report: TrapReport, notice: Packet) -> str:
+        """Decode a trap 257 / 258 into ``report``; returns why it is malformed, or "" if it is not."""
         details = notice.data_details
         report.number = int(notice.trap_number)
         report.bad_key = int(details.key)
+        if report.number == layers.TRAP_BAD_PKEY and report.bad_key > 0xFFFF:
+            return f"trap 257 with a P_Key of more than 16 bits ({report.bad_key:#x})"
         report.claimed_source = str(details.gid1)
         claimed = self.topo.host_by_guid(addressing.parse_gid(report.claimed_source).guid)
         report.claimed_host = claimed.name if claimed else None
         if notice.ext_version != layers.NOTICE_EXT_VERSION:
             report.reason = "no MF extension: cannot trace"
-            return
+            return ""
         report.mf = int(notice.mf)
         # Whatever the packet claims, the SM's GID included, the mark says where it entered: the switches
         # overwrite it at every host port. The SM's own MADs carry only the management P_Key, which SIF
@@ -217,6 +226,7 @@ class TrapHandler:
             report.trace = trace(self.topo, self.plan, victim, report.mf)
         except FabricError as err:
             report.reason = f"traceback failed: {err}"
+        return ""
 
     def _suppressed(self, report: TrapReport) -> bool:
         """OpenSM's repeat suppression: the same trap within the window is counted, not acted on."""
