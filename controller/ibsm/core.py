@@ -119,6 +119,7 @@ class SubnetManager:
         self._keys_started = False
         self.boot_ids: dict[str, str] = {}  # host -> boot id of its agent's last port-up notice
         self._reprovisioned: dict[str, float] = {}
+        self._packet_out_locks: dict[str, asyncio.Lock] = {}
         self._stopping = False
 
     # ------------------------------------------------------------------------------------------ lifecycle
@@ -464,7 +465,10 @@ class SubnetManager:
         if self.state.get(host.switch) != "up":
             return
         frame = self.keys.frame(delivery)
-        await sw.write([fy.P4PacketOut(frame, egress_port=host.port, _pad=0)])
+        # One PacketOut at a time per stream: grpc.aio breaks a call written from two tasks at once (the
+        # key loop's retries and a re-provisioning), and finsy then writes on a new, non-primary stream.
+        async with self._packet_out_locks.setdefault(host.switch, asyncio.Lock()):
+            await sw.write([fy.P4PacketOut(frame, egress_port=host.port, _pad=0)])
         self.events.emit("key-sent", host=delivery.host, key=delivery.what, attempt=delivery.attempts)
 
     async def _key_loop(self) -> None:

@@ -90,10 +90,14 @@ async def test_control_socket_answers_every_malformed_request(
         for _ in range(3):  # several requests on one connection, each answered in turn
             writer.write(b'{"cmd": "status"}\n')
             assert json.loads(await reader.readline())["ok"] is True
+        writer.write(b'{"cmd": "status", "pad": "' + b"x" * 200_000 + b'"}\n{"cmd": "status"}\n')
+        too_long = {"ok": False, "error": "request longer than 65536 bytes"}
+        assert json.loads(await reader.readline()) == too_long
+        assert json.loads(await reader.readline())["ok"] is True  # the line after a refused one is intact
         writer.close()
         status = (await _ask(path, b'{"cmd": "status"}'))["status"]
         assert status["switches"] == {"s1": "up", "s2": "up", "s3": "up", "s4": "up"}
-        assert status["control"]["refused"] == len(MALFORMED) + 2
+        assert status["control"]["refused"] == len(MALFORMED) + 3
         assert status["control"].get("internal_errors", 0) == 0
     finally:
         server.close()
@@ -216,5 +220,22 @@ async def test_restarted_agent_is_provisioned_again(fabric: Fabric, tmp_path: Pa
         assert [e["reason"] for e in _events(tmp_path, "host-reprovision")][1:] == ["stale P_Key table"]
         assert not _events(tmp_path, "filter-installed")
         assert not any(fabric.entries(s, entries.INVALID_PKEYS) for s in fabric.devices)
+    finally:
+        await run.stop()
+
+
+async def test_packet_outs_written_at_once_keep_the_stream_primary(fabric: Fabric, tmp_path: Path) -> None:  # noqa: F811
+    """Found by ibsm.fuzz: two tasks writing PacketOuts to one switch at once (key retries and a
+    re-provisioning) broke the gRPC stream; finsy then sent on a new stream that was never primary, so
+    every later PacketOut was refused and every PacketIn lost. 100 at once, then the stream still works."""
+    store = ca_keys(fabric.topo)
+    agents = _agents(fabric, store, tmp_path)
+    run = await _start(fabric, store, tmp_path, distribute_keys=False)
+    try:
+        deliveries = [d for _ in range(15) for d in run.sm.keys.replan("h1")]
+        await asyncio.gather(*(run.sm._send_delivery(d) for d in deliveries))
+        await _until(lambda: agents["h1"].counters.stat("keys_received") == 6 * 15)
+        fabric.send_from_host("h2", flood_frame(fabric.topo, claimed="h3", victim="h1", pkey=0x2468))
+        await _until(lambda: fabric.entries("s1", entries.INVALID_PKEYS))  # a PacketIn from s1 got through
     finally:
         await run.stop()
