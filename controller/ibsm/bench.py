@@ -25,13 +25,11 @@ import json
 import os
 import queue
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -40,8 +38,7 @@ from ibsec import addressing, keys
 from ibsec.agent.adapter import Adapter, AgentConfig
 
 from . import control, entries
-from .events import read_events
-from .lab import Fabric, ca_keys, flood_frame, inprocess_fabric, next_tid, trap_257
+from .lab import Fabric, ca_keys, events_of, flood_frame, inprocess_fabric, next_tid, sm_process, trap_257
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "tests" / "data" / "fattree-2x2.json"
 DROP_PUNT_METER = 3  # index of IbsecIngress.drops (DROP_PUNT_METER in p4src/include/defines.p4)
@@ -78,38 +75,6 @@ class ModeWatch:
         engine.table_insert, engine.table_delete = on_insert, on_delete
 
 
-@contextmanager
-def sm_process(fab: Fabric, workdir: Path, store: keys.KeyStore, *extra: str
-               ) -> Iterator[subprocess.Popen[bytes]]:
-    """``sm run`` on the in-process fabric; stopped with SIGTERM on exit."""
-    store.save(workdir / "sm.keys")
-    events = workdir / "events.jsonl"
-    start = time.time()
-    argv = [sys.executable, "-m", "ibsm.cli", "run", "--topology", str(fab.path), "--run-dir", str(workdir),
-            "--keys", str(workdir / "sm.keys"), "--no-keys", *extra]
-    with open(workdir / "sm.out", "ab") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 60
-        while not any(e["event"] == "fabric-ready" and e["wall"] >= start for e in _events(events)):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                output = (workdir / "sm.out").read_text()[-2000:]
-                raise RuntimeError(f"sm did not program the fabric: {output}")
-            time.sleep(0.05)
-        yield proc
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-def _events(path: Path) -> list[dict[str, Any]]:
-    return list(read_events(path)) if path.exists() else []
-
-
 def _agents(fab: Fabric, store: keys.KeyStore, workdir: Path, on_trap: Callable[[], None]
             ) -> dict[str, Adapter]:
     """An in-process agent per host; ``on_trap`` is called when one sends a MAD to the SM."""
@@ -137,7 +102,7 @@ def trap_to_filter(fab: Fabric, workdir: Path, rounds: int) -> dict[str, Any]:
     _agents(fab, store, workdir, lambda: trap_times.put(time.perf_counter()))
     latencies = []
     hosts = fab.topo.hosts
-    with sm_process(fab, workdir, store, "--quiet-period", "0.2", "--poll-interval", "0.05",
+    with sm_process(fab, workdir, store, "--no-keys", "--quiet-period", "0.2", "--poll-interval", "0.05",
                     "--suppress-window", "0.1"):
         watch = ModeWatch(fab)
         for r in range(rounds):
@@ -166,7 +131,7 @@ def trap_flood(fab: Fabric, workdir: Path, seconds: float, punt_rate: int | None
     unlimited = ("--punt-rate", "1000000", "--punt-burst", "1000000")
     extra = ("--punt-rate", str(punt_rate)) if punt_rate else unlimited
     sock = workdir / "sm.sock"
-    with sm_process(fab, workdir, store, *extra):
+    with sm_process(fab, workdir, store, "--no-keys", *extra):
         device = fab.devices[victim.switch]
         assert device.switch is not None
         drops_before = device.switch.counter_read(entries.DROPS, DROP_PUNT_METER)[1]
@@ -213,7 +178,7 @@ def reconnect(fab: Fabric, workdir: Path, rounds: int) -> dict[str, Any]:
     name = fab.topo.switches[0].name
     events = workdir / "events.jsonl"
     seconds = []
-    with sm_process(fab, workdir, store):
+    with sm_process(fab, workdir, store, "--no-keys"):
         for _ in range(rounds):
             answering = fab.restart(name, partial(_wait_event, events, "switch-lost", time.time()))
             back = _wait_event(events, "switch-back", answering)
@@ -225,7 +190,7 @@ def reconnect(fab: Fabric, workdir: Path, rounds: int) -> dict[str, Any]:
 def _wait_event(path: Path, kind: str, since: float, timeout: float = 60.0) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        found = [e for e in _events(path) if e["event"] == kind and e["wall"] >= since]
+        found = [e for e in events_of(path) if e["event"] == kind and e["wall"] >= since]
         if found:
             return found[0]
         time.sleep(0.02)

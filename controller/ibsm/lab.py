@@ -13,6 +13,8 @@ import contextlib
 import json
 import logging
 import queue
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -30,6 +32,7 @@ from scapy.packet import Packet, Raw
 from p4switch.runtime.device import Device
 from p4switch.runtime.server import P4RuntimeService, serve
 
+from .events import read_events
 from .topology import Host, Topology, load_topology
 
 
@@ -131,6 +134,40 @@ def inprocess_fabric(source: Path, workdir: Path) -> Iterator[Fabric]:
         for server, service in servers.values():
             service.close()
             server.stop(grace=None).wait(5)
+
+
+@contextlib.contextmanager
+def sm_process(fab: Fabric, workdir: Path, store: keys.KeyStore, *extra: str
+               ) -> Iterator[subprocess.Popen[bytes]]:
+    """``sm run`` on the in-process fabric, in its own process as deployed, until it has programmed
+    every switch; stopped with SIGTERM on exit. ``extra``: more ``sm run`` options."""
+    store.save(workdir / "sm.keys")
+    events = workdir / "events.jsonl"
+    start = time.time()
+    argv = [sys.executable, "-m", "ibsm.cli", "run", "--topology", str(fab.path), "--run-dir", str(workdir),
+            "--keys", str(workdir / "sm.keys"), *extra]
+    with open(workdir / "sm.out", "ab") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while not any(e["event"] == "fabric-ready" and e["wall"] >= start for e in events_of(events)):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                output = (workdir / "sm.out").read_text()[-2000:]
+                raise RuntimeError(f"sm did not program the fabric: {output}")
+            time.sleep(0.05)
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def events_of(path: Path) -> list[dict[str, Any]]:
+    """The events an SM wrote to ``path`` so far (none before it made the file)."""
+    return list(read_events(path)) if path.exists() else []
 
 
 # -------------------------------------------------------------------------------------------------------
