@@ -148,7 +148,7 @@ def flood(
 ) -> Any:
     """A spoofed invalid-P_Key flood from ``attacker`` at ``victim`` (default the cast's), bounded in time
     and count, starting at wall time ``at`` (default: as soon as it can)."""
-    roles = demo.Roles(victim or c.victim, c.peer, attacker, c.claimed)
+    roles = demo.Roles(victim or c.victim, c.peer, attacker, c.claimed, fabric_run.gid(c.claimed))
     tool = demo.flood_argv(fabric_run, roles, rate, seconds)
     argv = [
         sys.executable,
@@ -166,7 +166,8 @@ def wait_until(wall: float) -> None:
 
 def legit_connection(fabric_run: run.FabricRun, sender: str, receiver: str) -> int:
     """An echoing RC connection sender -> receiver in their partition's mode; the sender's QPN."""
-    return demo.connect_legit(fabric_run, demo.Roles(receiver, sender, sender, sender))
+    roles = demo.Roles(receiver, sender, sender, sender, fabric_run.gid(sender))
+    return demo.connect_legit(fabric_run, roles)
 
 
 def latency_series(agent: run.Agent, qpn: int, seconds: float, t0: float) -> list[dict[str, float]]:

@@ -24,11 +24,12 @@ from typing import Any
 
 import networkx as nx
 from ibsec.agent.control import CommandError
+from ibsec.cliopts import integer, number
 from ibsm import report
 from ibsm.topology import load_topology
 
 from . import filtering, run, topofile
-from .network import FabricError
+from .network import TARGETS, FabricError
 
 BAD_PKEY = 0x7BAD
 
@@ -38,12 +39,14 @@ class Roles:
     victim: str
     peer: str  # a member of the victim's partition: the legitimate traffic
     attacker: str
-    claimed: str  # the source GID the flood pretends to come from
+    claimed: str  # who the flood pretends to come from: an innocent host, or "SM"
+    claimed_gid: str  # the source GID the flood carries
 
 
-def pick_roles(fabric_run: run.FabricRun) -> Roles:
+def pick_roles(fabric_run: run.FabricRun, claim_sm: bool = False) -> Roles:
     """Victim: the first host. Peer: the member of its partition farthest from it. Attacker: the host of
-    another partition farthest from the victim (the longest path to trace). Claimed: an innocent host."""
+    another partition farthest from the victim (the longest path to trace). Claimed: an innocent host,
+    or with ``claim_sm`` the SM itself (whose GID no trap may shield: issue 14)."""
     graph = fabric_run.fabric.graph
     hosts = list(fabric_run.hosts)
     victim = hosts[0]
@@ -53,7 +56,9 @@ def pick_roles(fabric_run: run.FabricRun) -> Roles:
     outsiders = [h for h in hosts if h not in part.members]
     attacker = max(outsiders, key=lambda h: (distance[h], h))
     claimed = next(h for h in outsiders if h != attacker)
-    return Roles(victim, peer, attacker, claimed)
+    if claim_sm:
+        return Roles(victim, peer, attacker, "SM", topofile.sm_gid())
+    return Roles(victim, peer, attacker, claimed, fabric_run.gid(claimed))
 
 
 class Narrator:
@@ -100,7 +105,7 @@ def flood_argv(fabric_run: run.FabricRun, roles: Roles, rate: int, seconds: floa
     assert fabric_run.net is not None
     return [sys.executable, "-m", "ibsec.attacks.pkey_flood",
             "--iface", fabric_run.net.host_iface(roles.attacker), "--dst-gid", fabric_run.gid(roles.victim),
-            "--src-gid", fabric_run.gid(roles.claimed),
+            "--src-gid", roles.claimed_gid,
             "--pkey", hex(BAD_PKEY), "--rate", str(rate), "--duration", str(seconds),
             "--count", str(int(rate * seconds))]
 
@@ -124,12 +129,13 @@ def flood_capture(fabric: Any, run_dir: Path, attacker: str, victim: str) -> fil
                              reached=pcaps / f"{out.switch}-{out.port}_out.pcap")
 
 
-def run_demo(options: run.RunOptions, rate: int, seconds: float, say: Narrator) -> dict[str, Any]:
+def run_demo(options: run.RunOptions, rate: int, seconds: float, say: Narrator, claim_sm: bool = False
+             ) -> dict[str, Any]:
     with run.FabricRun(options) as fabric_run:
         secured = " (P4Runtime over mutual TLS)" if fabric_run.tls else ""
         say.say(f"fabric up: {fabric_run.fabric.name} on {fabric_run.target.name}{secured}, run directory "
                 f"{fabric_run.run_dir}")
-        roles = pick_roles(fabric_run)
+        roles = pick_roles(fabric_run, claim_sm)
         fabric_run.wait_provisioned([roles.victim, roles.peer])
         qpn = connect_legit(fabric_run, roles)
         say.say(f"{roles.peer} -> {roles.victim}: RC connection in mode "
@@ -140,7 +146,7 @@ def run_demo(options: run.RunOptions, rate: int, seconds: float, say: Narrator) 
         legit.start()
         time.sleep(1.0)
         say.say(f"{roles.attacker} floods {roles.victim} with P_Key {BAD_PKEY:#06x} at {rate}/s for "
-                f"{seconds:.0f} s, claiming to be {roles.claimed} ({fabric_run.gid(roles.claimed)})")
+                f"{seconds:.0f} s, claiming to be {roles.claimed} ({roles.claimed_gid})")
         flood = fabric_run.spawn(roles.attacker, flood_argv(fabric_run, roles, rate, seconds),
                                  f"attack-{roles.attacker}.log")
         trace = fabric_run.wait_event(lambda e: e.get("event") == "traceback", 60, "the traceback")
@@ -248,17 +254,20 @@ CHECKS: dict[str, Callable[[dict[str, Any]], bool]] = {
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m topologies.demo", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--target", default=os.environ.get("TARGET", "p4switch"))
-    parser.add_argument("--rate", type=int, default=1500, help="attack frames per second")
-    parser.add_argument("--seconds", type=float, default=5.0, help="attack duration")
-    parser.add_argument("--quiet-period", type=float, default=3.0, help="SIF flush after this long quiet")
+    parser.add_argument("--target", choices=tuple(TARGETS), default=os.environ.get("TARGET", "p4switch"))
+    parser.add_argument("--rate", type=integer(1, 100_000), default=1500, help="attack frames per second")
+    parser.add_argument("--seconds", type=number(0, 600, above=True), default=5.0, help="attack duration")
+    parser.add_argument("--quiet-period", type=number(2, 600, above=True), default=3.0,
+                        help="SIF flush after this long quiet (longer than the SM's 2 s trap suppression)")
     parser.add_argument("--tls", action="store_true", help="P4Runtime over mutual TLS (SM and switches)")
+    parser.add_argument("--claim", choices=("host", "sm"), default="host",
+                        help="whose source GID the flood claims: an innocent host's, or the SM's own")
     args = parser.parse_args(argv)
     say = Narrator()
     options = run.RunOptions(target=args.target, policy="sif", security="sth-aead", partitions=2,
                              quiet_period=args.quiet_period, tls=args.tls)
     try:
-        summary = run_demo(options, args.rate, args.seconds, say)
+        summary = run_demo(options, args.rate, args.seconds, say, claim_sm=args.claim == "sm")
     except (FabricError, TimeoutError) as err:
         print(f"demo failed: {err}", file=sys.stderr)
         return 1
