@@ -101,3 +101,24 @@ def test_agent_takes_the_partition_mode_from_the_sm_table(fat_tree: Topology, tm
     assert compute is not None and compute.mode == 2 and compute.full_member
     reply = mad_auth.verify_packet(store.ca_key(h1.guid).material, Ether(sent[-1]))[layers.MAD]
     assert km.on_response(h1, reply) == (delivery, layers.MadStatus.OK)
+
+
+def test_replan_after_an_agent_restart(fat_tree: Topology) -> None:
+    """Issue 14, defect 10: a restarted host gets everything again; what was in flight to its earlier
+    start is dropped (its late ACK is unexpected), the other hosts' deliveries are left alone."""
+    store = ca_keys(fat_tree)
+    km = KeyManager(fat_tree, list(fat_tree.partitions), store, KeyOptions(timeout=1.0, attempts=2), Clock())
+    plan = km.plan()
+    h1_old = [d for d in plan if d.host == "h1"]
+    h2 = next(d for d in plan if d.host == "h2")
+    assert not km.in_flight("h1")
+    km.frame(h1_old[0])
+    km.frame(h2)
+    assert km.in_flight("h1") and km.in_flight("h2")
+    fresh = km.replan("h1")
+    assert [d.what for d in fresh] == [d.what for d in h1_old] and not km.in_flight("h1")
+    assert all(d.attempts == 0 for d in fresh) and fresh[0] is not h1_old[0]
+    assert [d for d in km.deliveries if d.host == "h1"] == fresh  # the earlier ones are forgotten
+    assert h2 in km.deliveries and km.in_flight("h2")
+    late_ack = layers.MAD(transaction_id=h1_old[0].tids[0], r=1)
+    assert km.on_response(fat_tree.hosts[0], late_ack) is None
