@@ -136,6 +136,9 @@ def inprocess_fabric(source: Path, workdir: Path) -> Iterator[Fabric]:
             server.stop(grace=None).wait(5)
 
 
+SM_START_TIMEOUT = 180.0  # seconds for sm run to program every switch (a loaded 2-core machine is slow)
+
+
 @contextlib.contextmanager
 def sm_process(fab: Fabric, workdir: Path, store: keys.KeyStore, *extra: str
                ) -> Iterator[subprocess.Popen[bytes]]:
@@ -149,7 +152,7 @@ def sm_process(fab: Fabric, workdir: Path, store: keys.KeyStore, *extra: str
     with open(workdir / "sm.out", "ab") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + SM_START_TIMEOUT
         while not any(e["event"] == "fabric-ready" and e["wall"] >= start for e in events_of(events)):
             if proc.poll() is not None or time.monotonic() > deadline:
                 output = (workdir / "sm.out").read_text()[-2000:]
