@@ -59,6 +59,7 @@ EXAMPLE = Path(__file__).resolve().parents[1] / "tests" / "data" / "fattree-2x2.
 MAD_AT = 14 + 40 + 8 + 12 + 8  # Ethernet, IPv6, UDP, BTH, DETH: where the MAD starts in a frame to QP1
 DROP_REASONS = 8  # IbsecIngress.drops (DROP_REASONS in p4src/include/defines.p4)
 BATCH = 250
+COUNT_TIMEOUT = 300.0  # seconds the SM may take to count a batch (a guard: a loaded machine is slow)
 KINDS = {"trap": 22, "security": 6, "port-up": 3, "key-ack": 8, "other-mad": 6, "wire": 18, "bits": 12,
          "cut": 8, "replay": 8, "stale": 4, "noise": 5}
 
@@ -361,7 +362,7 @@ def run(frames: int, seed: int, workdir: Path, progress: Callable[[str], None] =
                         host, frame = mutator.frame(kind)
                         report.kinds[kind] += 1
                         fab.devices[host.switch].process(host.port, frame)
-                    status = _wait_counted(sock, tally, time.monotonic() + 60)
+                    status = _wait_counted(sock, tally, time.monotonic() + COUNT_TIMEOUT)
                     progress(f"{sent + min(BATCH, frames - sent)} frames, SM counted {status['packet_ins']} "
                              f"PacketIns, {time.monotonic() - started:.0f} s")
             finally:
