@@ -192,6 +192,10 @@ class SubnetManager:
         """Per switch, on every (re)connection: adopt what it holds, reconcile, then serve its PacketIns."""
         if not sw.is_primary:
             return
+        if self.state.get(sw.name) == "lost":
+            # the lost switch's own channel came back first: the probe must not replace it now (it would
+            # cut this programming short, and the new client's arbitration would clash with this one)
+            self.state[sw.name] = "reconnecting"
         started = time.monotonic()
         existing = await read_owned(sw)
         await self._adopt(sw, existing)
