@@ -29,7 +29,7 @@ EVAL_PROFILE ?= full
 eval: setup build ## reproduce the papers' results (EVAL_PROFILE=quick|full): CSVs, plots, docs/EVALUATION.md
 	$(PY) -m evaluation --profile $(EVAL_PROFILE)
 
-FUZZ_TARGETS ?= agent
+FUZZ_TARGETS ?= agent sm
 FUZZ_FRAMES ?= 100000
 fuzz: setup ## hostile-input suite: FUZZ_FRAMES mutated frames at each live component of FUZZ_TARGETS (root)
 	@for t in $(FUZZ_TARGETS); do $(PY) -m ibsec.fuzz $$t --frames $(FUZZ_FRAMES) || exit 1; done

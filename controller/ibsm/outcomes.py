@@ -167,6 +167,8 @@ async def agent_restart(lab: Lab) -> str:
     h3.tick()  # the agent's timer runs
     await asyncio.sleep(3.0)
     held = h3.keyring.describe()
+    peers = held["pairwise_peers"]
+    assert isinstance(peers, list)
     try:
         qp = await asyncio.to_thread(h1.cm.connect, h3.gid, Service.RC, 0x8001, None, None, 5.0)
         await asyncio.to_thread(h1.post_send, qp.qpn, b"after")
@@ -177,7 +179,7 @@ async def agent_restart(lab: Lab) -> str:
     await asyncio.sleep(0.5)
     filters = [(e["switch"], e["port"], e["pkey"]) for e in lab.events("filter-installed")]
     await lab.stop_sm()
-    return (f"h3 holds P_SK {held['partitions']}, {len(held['pairwise_peers'])} pairwise keys after 3 s; "
+    return (f"h3 holds P_SK {held['partitions']}, {len(peers)} pairwise keys after 3 s; "
             f"{outcome}; filters installed: {filters or 'none'}")
 
 
