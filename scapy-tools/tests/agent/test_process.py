@@ -92,6 +92,8 @@ def test_an_unsafe_key_file_stops_the_agent_with_a_clear_error(make_fabric: Call
     prov = provision(fabric, fabric.hosts)
     key_file = prov.key_files[0]
     key_file.chmod(0o644)
-    with pytest.raises(RuntimeError, match="chmod 600"):
+    with pytest.raises(RuntimeError, match="chmod 600") as stop:
         fabric.start_agent(fabric.hosts[0], "--keys", str(key_file))
-    assert prov.p_sk.material.hex() not in (fabric.run_dir / "logs" / "h0.log").read_text()
+    assert "exited with 2" in str(stop.value)
+    assert not (fabric.run_dir / "logs" / "h0.log").exists()  # refused while its options were read
+    assert prov.p_sk.material.hex() not in (fabric.run_dir / "h0.out").read_text()

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
+from ibsec.agent.frames import gid_bytes
 from ibsec.agent.lab import SECURE_PKEY, Agent, Fabric, provision, rc_pair, start_agents
 
 from .helpers import Tap, wait_for
@@ -41,7 +42,9 @@ def sniffed_writes(scene: Scene, regions: list[dict[str, int]]) -> dict[int, int
     try:
         for r in regions:
             assert scene.member.call("write", qpn=qpn, va=r["addr"], rkey=r["rkey"], data="ok!!!")["acked"]
-        seen = {view.reth[1]: view.reth[0] for _, view in tap.frames(0.5) if view.reth is not None}
+        member = gid_bytes(scene.member.host.gid)  # not the stranger's earlier forged writes, still resent
+        seen = {view.reth[1]: view.reth[0] for _, view in tap.frames(0.5)
+                if view.reth is not None and view.src_gid == member}
     finally:
         tap.close()
     assert set(seen) == {r["rkey"] for r in regions}
