@@ -18,6 +18,7 @@ import pytest
 from ibsec.agent.adapter import Adapter
 from ibsec.agent.qp import Service
 from ibsm import control, entries
+from ibsm.keymgr import KeyOptions
 from ibsm.lab import Fabric, ca_keys, flood_frame
 from ibsm.sif import SifOptions
 from ibsm.traps import TrapOptions
@@ -118,6 +119,7 @@ async def test_flood_claiming_the_sms_gid_is_traced_and_filtered(
         await _until(lambda: fabric.entries("s1", entries.INVALID_PKEYS))
         (entry,) = fabric.entries("s1", entries.INVALID_PKEYS)
         assert entry.match[entries.INGRESS_PORT].value == 1 and entry.match[entries.P_KEY].value == 0x1234
+        await _until(lambda: _events(tmp_path, "filter-installed"))  # written once the switch has the entry
         (tb,) = _events(tmp_path, "traceback")
         assert (tb["claimed_source"], tb["claimed_host"], tb["traced_host"], tb["traced_switch"],
                 tb["traced_port"]) == (fabric.topo.sm_gid, None, "h1", "s1", 1)
@@ -230,7 +232,8 @@ async def test_packet_outs_written_at_once_keep_the_stream_primary(fabric: Fabri
     every later PacketOut was refused and every PacketIn lost. 90 at once, then the stream still works."""
     store = ca_keys(fabric.topo)
     agents = _agents(fabric, store, tmp_path)
-    run = await _start(fabric, store, tmp_path, distribute_keys=False)
+    # no retry of a delivery whose ACK is late (a loaded machine): exactly these 90 MADs go out
+    run = await _start(fabric, store, tmp_path, distribute_keys=False, keys=KeyOptions(timeout=3600.0))
     try:
         deliveries = [d for _ in range(15) for d in run.sm.keys.replan("h1")]
         await asyncio.gather(*(run.sm._send_delivery(d) for d in deliveries))
