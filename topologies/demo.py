@@ -28,8 +28,10 @@ from ibsec.cliopts import integer, number
 from ibsm import report
 from ibsm.topology import load_topology
 
+from p4switch import targets
+
 from . import filtering, run, topofile
-from .network import TARGETS, FabricError
+from .network import FabricError
 
 BAD_PKEY = 0x7BAD
 
@@ -254,7 +256,8 @@ CHECKS: dict[str, Callable[[dict[str, Any]], bool]] = {
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m topologies.demo", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--target", choices=tuple(TARGETS), default=os.environ.get("TARGET", "p4switch"))
+    parser.add_argument("--target", choices=tuple(targets.TARGETS),
+                        default=os.environ.get("TARGET", "p4switch"))
     parser.add_argument("--rate", type=integer(1, 100_000), default=1500, help="attack frames per second")
     parser.add_argument("--seconds", type=number(0, 600, above=True), default=5.0, help="attack duration")
     parser.add_argument("--quiet-period", type=number(2, 600, above=True), default=3.0,
