@@ -233,6 +233,15 @@ def iface_tag() -> str:
     return f"{IFACE_PREFIX}{os.getpid() % 100000}"
 
 
+LINK_GROUP_BASE = 0x1BF00000
+
+
+def link_group() -> int:
+    """The interface group (``ip link ... group N``) of this launcher's switch-side interfaces: never 0
+    (the default group, every other interface of the machine), one per launcher process as the tag is."""
+    return LINK_GROUP_BASE + os.getpid() % 100000
+
+
 def switch_iface(tag: str, index: int, port: int) -> str:
     name = f"{tag}s{index}p{port}"
     if len(name) > 15:
@@ -251,6 +260,7 @@ class FabricNet:
         self.tls = tls
         self.run_dir = run_dir
         self.tag = iface_tag()
+        self.group = link_group()
         self.grpc_ports = {sw.name: targets.free_port() for sw in fabric.switches()}
         self.device_ids = {sw.name: i for i, sw in enumerate(fabric.switches(), start=1)}
         self.net = Mininet(topo=None, controller=None, build=False, autoSetMacs=False,
@@ -299,7 +309,7 @@ class FabricNet:
         for host in self.net.hosts:
             iface = self.host_iface(host.name)
             host.cmd(f"sysctl -qw net.ipv6.conf.{iface}.disable_ipv6=1; ip link set {iface} mtu {MTU}")
-        ip_batch([f"link set {iface} mtu {MTU}" for iface in self._pcap_links])
+        ip_batch([f"link set {iface} mtu {MTU} group {self.group}" for iface in self._pcap_links])
         for iface, label in self._pcap_links.items():
             with contextlib.suppress(OSError):
                 Path(f"/proc/sys/net/ipv6/conf/{iface}/disable_ipv6").write_text("1")
@@ -322,10 +332,11 @@ class FabricNet:
         return pids + [node.pid for node in (*self.net.hosts, *self.net.switches) if node.pid]
 
     def stop(self) -> None:
-        """Stop every switch process at once (before their ports go away under them), delete every veth in
-        one batch, stop the nodes' shells by pid, and give the pcaps their port names."""
+        """Stop every switch process at once (before their ports go away under them), delete every veth at
+        once (their group), stop the nodes' shells by pid, and give the pcaps their port names."""
         try:
             stop_processes(sw.process for sw in self.net.switches if sw.process is not None)
+            delete_group(self.group, f"{self.tag}s")
             delete_links(f"{self.tag}s")
             self.net.links = []  # gone with their root-namespace ends: Mininet need not delete each
             self.net.stop()
@@ -359,6 +370,20 @@ def ip_batch(commands: list[str]) -> None:
     if commands:
         subprocess.run(["ip", "-force", "-batch", "-"], input="\n".join(commands) + "\n", text=True,
                        capture_output=True, check=False)
+
+
+def delete_group(group: int, prefix: str) -> bool:
+    """Delete every interface of ``group`` in one request, if all of them are named ``prefix...`` (ours):
+    the kernel then unregisters them, and their veth peers, together, waiting once for the network's
+    readers to let go, where one ``ip link del`` each waits once per interface (3 s for 150 veths, against
+    0.1 s). False (nothing deleted) if the group holds anything else or nothing."""
+    out = subprocess.run(["ip", "-o", "link", "show", "group", str(group)], capture_output=True, text=True,
+                         check=False).stdout
+    names = [line.split(":", 2)[1].strip().split("@", 1)[0] for line in out.splitlines()]
+    if not names or not all(name.startswith(prefix) for name in names):
+        return False
+    return subprocess.run(["ip", "link", "del", "group", str(group)], capture_output=True,
+                          check=False).returncode == 0
 
 
 def delete_links(prefix: str) -> list[str]:

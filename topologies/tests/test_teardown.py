@@ -39,6 +39,9 @@ def test_an_error_inside_the_run_leaves_nothing(run_dir: Path) -> None:
             assert {stat.S_IMODE(p.stat().st_mode) for p in key_files} == {0o600}
             ends = len(fabric_run.fabric.hosts()) + 2 * len(fabric_run.fabric.links())  # switch-side ends
             assert len(list(network.our_links(footprint.iface_prefix))) == ends
+            group = subprocess.run(["ip", "-o", "link", "show", "group", str(fabric_run.net.group)],
+                                   capture_output=True, text=True, check=True).stdout.splitlines()
+            assert len(group) == ends  # every switch-side end in the run's group: deleted in one request
             raise RuntimeError("the test failed here")
     assert footprint.leftovers() == []
     assert not (run_dir / run.PROCESSES_FILE).exists()
@@ -136,3 +139,22 @@ def read_until(fd: int, marker: bytes, timeout: float) -> bytes:
                 break
     assert marker in out, out[-500:]
     return out
+
+
+def test_a_link_group_is_deleted_only_when_every_member_is_ours() -> None:
+    """The group is a number: should another program's interface be in it, nothing is deleted at once
+    (the names are then deleted one by one, by prefix)."""
+    group, ours, theirs = network.link_group(), f"ibq{os.getpid() % 100000}a", f"ibz{os.getpid() % 100000}a"
+    try:
+        for name in (ours, theirs):
+            subprocess.run(["ip", "link", "add", name, "group", str(group), "type", "veth", "peer", "name",
+                            name[:-1] + "b"], check=True, capture_output=True)
+        assert network.delete_group(group, ours[:-1]) is False
+        assert set(network.our_links(ours[:-1])) == {ours, ours[:-1] + "b"}  # nothing deleted
+        subprocess.run(["ip", "link", "del", theirs], check=True, capture_output=True)
+        assert network.delete_group(group, ours[:-1]) is True
+        assert list(network.our_links(ours[:-1])) == []  # both ends of the veth
+        assert network.delete_group(group, ours[:-1]) is False  # an empty group: nothing to do
+    finally:
+        for name in (ours, theirs):
+            subprocess.run(["ip", "link", "del", name], capture_output=True, check=False)
