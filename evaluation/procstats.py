@@ -74,6 +74,8 @@ def kind_of(pid: int) -> str:
         return "switch"
     if comm.startswith("host "):
         return "agent"
+    if comm == "sm":  # forked from the zygote: its command line is the zygote's
+        return "sm"
     if "topologies.zygote" in text:  # its command line names the agent's module too (--preload)
         return "zygote"
     if "ibsec.agent.daemon" in text:
