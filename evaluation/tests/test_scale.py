@@ -82,3 +82,19 @@ def test_a_small_fabric_is_measured_end_to_end(tmp_path: Path) -> None:
     assert row["switch_mib"] > 0 and row["agent_mib"] > 0 and row["mib_per_pair"] > 0
     assert row["ready_s"] >= row["start_s"] > 0
     assert any("trace:" in line for line in said)
+
+
+def test_the_report_holds_the_biggest_size_to_issue_17s_targets(tmp_path: Path) -> None:
+    small = {"fabric": "torus-4x4", "switches": 16, "hosts": 16, "ready_s": 500.0}
+    big = {"fabric": "torus-8x8", "switches": 64, "hosts": 64, "ready_s": 82.8, "keys_s": 25.4,
+           "teardown_s": 4.4, "mib_per_pair": 35.9, "trace_right": True, "keys_complete": True,
+           "keys_failed": 0, "left_after_teardown": 0}
+    got = scale.section([small, big], tmp_path / "scale.png", "python -m evaluation.scale")
+    assert got.checks == {
+        "torus-8x8: the attacker traced": True, "torus-8x8: every key acknowledged": True,
+        "torus-8x8: nothing left after teardown": True, "torus-8x8: ready <= 120 s (issue 17)": True,
+        "torus-8x8: keys <= 10 s after ready (issue 17)": False,
+        "torus-8x8: teardown <= 10 s (issue 17)": True,
+        "torus-8x8: <= 40 MiB PSS per switch-and-host pair (issue 17)": True}
+    assert list(got.limits) == ["torus-8x8: keys <= 10 s after ready (issue 17)"]
+    assert [row[0] for row in got.tables[0].rows] == ["torus-4x4", "torus-8x8"]
