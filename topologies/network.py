@@ -35,7 +35,7 @@ from p4switch import pki, targets
 from p4switch.targets import Target
 
 from .fabrics import Fabric
-from .zygote import Zygote
+from .zygote import Child, Zygote
 
 REPO = Path(__file__).resolve().parents[1]
 IFACE_PREFIX = "ibf"
@@ -106,13 +106,18 @@ class Process(Protocol):
 
 
 def stop_processes(procs: Iterable[Process], timeout: float = STOP_TIMEOUT) -> None:
-    """SIGTERM each by pid, all at once, then SIGKILL whatever has not exited within ``timeout``."""
+    """SIGTERM each by pid, all at once, then SIGKILL whatever has not exited within ``timeout``. A zygote's
+    children are stopped through their zygote all together (:meth:`Zygote.stop`)."""
     procs = list(procs)
-    for proc in procs:
+    children = [p for p in procs if isinstance(p, Child)]
+    others = [p for p in procs if not isinstance(p, Child)]
+    for proc in others:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
     deadline = time.monotonic() + timeout
-    for proc in procs:
+    for zygote in {id(c.zygote): c.zygote for c in children}.values():
+        zygote.stop([c for c in children if c.zygote is zygote], timeout)
+    for proc in others:
         try:
             proc.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:

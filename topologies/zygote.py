@@ -16,7 +16,7 @@ object per line each way:
     {"op": "spawn", "name": "sw s0_0", "entry": "p4switch.cli:main" | null, "prog": "p4switch",
      "argv": [...], "log": "logs/s0_0.log", "netns": PID | null}   -> {"pid": N}
     {"op": "poll", "pids": [N, ...]}                      -> {"exited": {"N": status, ...}}
-    {"op": "signal", "pid": N, "signal": 15}              -> {"ok": true}
+    {"op": "signal", "pid": N | "pids": [N, ...], "signal": 15}  -> {"ok": true}
 
 ``entry`` runs a preloaded module's function with ``argv`` (its command line without the program name,
 which is ``prog``); without it, ``argv`` is executed (``argv[0]`` looked up on PATH: BMv2's
@@ -240,10 +240,12 @@ class ZygoteServer:
         if op == "poll":
             return {"exited": {str(p): self.exited[p] for p in map(int, request["pids"]) if p in self.exited}}
         if op == "signal":
-            pid = int(request["pid"])
-            if pid in self.children and pid not in self.exited:
-                os.kill(pid, int(request["signal"]))
-            return {"ok": pid in self.children}
+            pids = [int(p) for p in request["pids"]] if "pids" in request else [int(request["pid"])]
+            for pid in pids:
+                if pid in self.children and pid not in self.exited:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, int(request["signal"]))
+            return {"ok": all(pid in self.children for pid in pids)}
         raise ValueError(f"unknown op {op!r}")
 
     def spawn(self, request: dict[str, Any]) -> int:
@@ -404,6 +406,27 @@ class Zygote:
         except ZygoteError:
             return {pid: -signal.SIGTERM for pid in pids}
         return {int(pid): int(status) for pid, status in answer["exited"].items()}
+
+    def stop(self, children: Sequence[Child], timeout: float = STOP_GRACE) -> None:
+        """SIGTERM every child at once and SIGKILL those still running after ``timeout``, a few requests
+        in all (one round trip per child and per poll made a 288-process teardown spend 3 s talking);
+        each child's ``returncode`` is set."""
+        live = {c.pid: c for c in children if c.returncode is None}
+        if not live:
+            return
+        for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
+            left = [pid for pid, child in live.items() if child.returncode is None]
+            if not left:
+                return
+            with contextlib.suppress(ZygoteError):
+                self.call({"op": "signal", "pids": left, "signal": int(sig)})
+            deadline = time.monotonic() + wait
+            while True:
+                for pid, status in self.exited(left).items():
+                    live[pid].returncode = status
+                if all(live[p].returncode is not None for p in left) or time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
 
     def close(self) -> None:
         """Stop the zygote (it stops its children first) and wait for it."""

@@ -79,6 +79,25 @@ def test_signals_reach_the_child_by_pid(zygote: Zygote, tmp_path: Path) -> None:
     assert not run._alive(child.pid)
 
 
+def test_stop_terms_every_child_at_once_and_kills_those_that_stay(zygote: Zygote, tmp_path: Path) -> None:
+    polite = [zygote.spawn(f"polite{i}", ["0", "wait"], tmp_path / f"p{i}.log", entry=PROBE)
+              for i in range(3)]
+    # SIG_IGN survives exec: the sleep itself ignores SIGTERM, and nothing is left behind once it is killed
+    stubborn = zygote.spawn("stubborn", ["sh", "-c", "trap '' TERM; echo ready; exec sleep 60"],
+                            tmp_path / "s.log")
+    for i in range(3):
+        probed(tmp_path / f"p{i}.log")
+    log = tmp_path / "s.log"
+    deadline = time.monotonic() + 30
+    while "ready" not in (log.read_text() if log.exists() else ""):
+        assert time.monotonic() < deadline, "the stubborn child never started"
+        time.sleep(0.05)
+    zygote.stop([*polite, stubborn], timeout=1.0)
+    assert [c.returncode for c in polite] == [-signal.SIGTERM] * 3
+    assert stubborn.returncode == -signal.SIGKILL  # it ignored SIGTERM
+    assert not any(run._alive(c.pid) for c in (*polite, stubborn))
+
+
 def test_bad_requests_are_refused_and_the_zygote_goes_on(zygote: Zygote, tmp_path: Path) -> None:
     with pytest.raises(ZygoteError, match="unknown op"):
         zygote.call({"op": "format-the-disk"})
