@@ -104,6 +104,15 @@ class TBool(Type):
 
 
 @dataclass(frozen=True, slots=True)
+class TVarbit(Type):
+    """varbit<max>: a bit string whose length (bits, a multiple of 8, at most `max`) is known at run time;
+    it can be copied, extracted (`Extract.length`) and emitted, not computed with."""
+
+    TAG = "varbit"
+    max: int
+
+
+@dataclass(frozen=True, slots=True)
 class _Declared(Type):
     """A type named by its declaration."""
 
@@ -412,9 +421,12 @@ class SetInvalid(_OnHeader):
 
 @dataclass(frozen=True, slots=True)
 class Extract(_OnHeader):
-    """Parser: extract a fixed-width header (error.PacketTooShort on a short packet)."""
+    """Parser: extract a header (error.PacketTooShort on a short packet). A header with a varbit field is
+    extracted with `length`, the varbit's bits (bit<32>): ParserInvalidArgument when it is not a multiple
+    of 8, HeaderTooShort when it is more than the varbit's maximum."""
 
     TAG = "extract"
+    length: Expr | None = _omit(None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -830,9 +842,13 @@ class ActionSelector(ExternInstance):
 
 @dataclass(frozen=True, slots=True)
 class HeaderField:
+    """A field of `w` bits; a `varbit` field (at most one per header) holds up to `w` bits, its length set
+    when the header is extracted or the field assigned, and is not counted in `HeaderType.bits`."""
+
     name: str
     w: int
     signed: bool = False
+    varbit: bool = _omit(False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -158,8 +158,10 @@ class Codegen:
         p = self.program
         for root in (*p.externs, *p.actions, *p.tables, *p.parsers, *p.controls, *p.digests, p.pipeline):
             walk(root)
-        return {
+        return {  # a header with a varbit field keeps every field (its layout is known at run time only)
             name: {f.name for f in h.fields} - {f for n, f in read if n == name} - unknown
+            if not any(f.varbit for f in h.fields)
+            else set()
             for name, h in self.headers.items()
         }
 
@@ -204,15 +206,14 @@ class Codegen:
     def gen_types(self) -> None:
         o = self.out
         for name, h in self.headers.items():
-            fields = [f.name for f in h.fields]
             cls = f"H_{ident(name)}"
-            slots = ["valid__"] + [attr(f) for f in fields]
             # no __slots__: fields default to the class attributes (invalid, zero), so creating a header
             # per packet costs one object and only written fields take instance storage
             o.line(f"class {cls}:")
             o.indent()
-            for s in slots:
-                o.line(f"{s} = {'False' if s == 'valid__' else '0'}")
+            o.line("valid__ = False")
+            for f in h.fields:
+                o.line(f"{attr(f.name)} = {'(0, 0)' if f.varbit else '0'}")
             o.line("def copy(self):")
             o.indent()
             o.line(f"n = _new({cls}); n.__dict__.update(self.__dict__)")
@@ -228,8 +229,7 @@ class Codegen:
             o.line("def pack(self):")
             o.indent()
             o.line("raw = self.raw__")
-            packed = f"({self.pack_expr(h, 'self.', self.lazy[name])}).to_bytes({h.bits // 8}, 'big')"
-            o.line(f"return raw if raw is not None else {packed}")
+            o.line(f"return raw if raw is not None else {self.pack_header(h, name)}")
             o.dedent()
             o.dedent()
             # the shared blank: any write that skipped header_object() fails loudly instead of leaking
@@ -276,6 +276,19 @@ class Codegen:
             o.line("pass")
         o.dedent()
 
+    def pack_header(self, h: ir.HeaderType, name: str) -> str:
+        """The bytes of a header object `self` from its fields; a varbit field adds its current length."""
+        vb = next((i for i, f in enumerate(h.fields) if f.varbit), None)
+        if vb is None:
+            return f"({self.pack_expr(h, 'self.', self.lazy[name])}).to_bytes({h.bits // 8}, 'big')"
+        before, after = h.fields[:vb], h.fields[vb + 1 :]
+        b = sum(f.w for f in after)
+        high = self.pack_expr(ir.HeaderType(before, h.bits - b), "self.", set())
+        low = self.pack_expr(ir.HeaderType(after, b), "self.", set())
+        var = f"self.{attr(h.fields[vb].name)}"
+        value = f"(((({high}) << {var}[0]) | {var}[1]) << {b}) | {low}"
+        return f"({value}).to_bytes(({h.bits} + {var}[0]) >> 3, 'big')"
+
     def pack_expr(self, h: ir.HeaderType, prefix: str, lazy: set[str]) -> str:
         parts = []
         lazy_bits = 0
@@ -296,6 +309,8 @@ class Codegen:
     def init_value(self, t: ir.Type) -> str:
         if isinstance(t, ir.TBool):
             return "False"
+        if isinstance(t, ir.TVarbit):
+            return "(0, 0)"  # (length in bits, value)
         if isinstance(t, ir.THeader):
             return f"_new(H_{ident(t.name)})"
         if isinstance(t, ir.TStruct):
@@ -650,6 +665,9 @@ class Codegen:
             raise self.error(
                 s, "headers whose width is not a multiple of 8 bits are not supported by p4switch"
             )
+        if s.length is not None:
+            self.extract_varbit(s, s.length, hdef, sc)
+            return
         o = self.out
         o.line(f"if pos + {nbytes} > n: raise _Reject({self.error_code('PacketTooShort')})")
         o.line(f"_r = data[pos:pos + {nbytes}]; _v = _from_bytes(_r, 'big')")
@@ -672,6 +690,33 @@ class Codegen:
             o.line(f"_h.{attr(f.name)} = {value}")
         o.line("_h.valid__ = True")
         o.line(f"if TR: _trace('parser: extracted %s', {self.expr_text(h)!r})")
+
+    def extract_varbit(self, s: ir.Extract, length: ir.Expr, hdef: ir.HeaderType, sc: Scope) -> None:
+        """extract(h, bits) of a header with a varbit field, checked as BMv2 does: the length a multiple
+        of 8 (else ParserInvalidArgument), at most the varbit's maximum (HeaderTooShort), in the packet."""
+        vb = next(i for i, f in enumerate(hdef.fields) if f.varbit)
+        var = hdef.fields[vb]
+        o = self.out
+        o.line(f"_l = {self.expr(length, sc)}")
+        o.line(f"if _l & 7: raise _Reject({self.error_code('ParserInvalidArgument')})")
+        o.line(f"if _l > {var.w}: raise _Reject({self.error_code('HeaderTooShort')})")
+        o.line(f"_nb = ({hdef.bits} + _l) >> 3")
+        o.line(f"if pos + _nb > n: raise _Reject({self.error_code('PacketTooShort')})")
+        o.line("_r = data[pos:pos + _nb]; _v = _from_bytes(_r, 'big')")
+        o.line("pos += _nb")
+        self.header_object(s.header, sc, "_h")
+        o.line("_h.raw__ = _r")
+        shift = sum(f.w for f in hdef.fields[vb + 1 :])
+        o.line(f"_h.{attr(var.name)} = (_l, (_v >> {shift}) & ((1 << _l) - 1))")
+        for i, f in enumerate(hdef.fields):
+            if i == vb:
+                continue
+            shift -= f.w if i > vb else 0
+            at = str(shift) if i > vb else f"(_l + {sum(g.w for g in hdef.fields[i + 1 :] if not g.varbit)})"
+            value = f"(_v >> {at}) & {mask(f.w)}"
+            o.line(f"_h.{attr(f.name)} = {self.wrap(value, ir.TInt(f.w)) if f.signed else value}")
+        o.line("_h.valid__ = True")
+        o.line(f"if TR: _trace('parser: extracted %s', {self.expr_text(s.header)!r})")
 
     def expr_text(self, e: ir.Expr) -> str:
         """P4-ish text of an lvalue for logs."""

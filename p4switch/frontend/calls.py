@@ -183,7 +183,7 @@ class Calls(Part):
             et = v.t.elem
             elems = [Value(ir.Index(v.expr, i, et.to_ir()), et, lv=v.lv) for i in range(v.t.size)]
             return [h for e in elems for h in self.headers_in(e, node)]
-        if v.t.k in ("bit", "int", "bool", "error", "enum"):
+        if v.t.k in ("bit", "int", "varbit", "bool", "error", "enum"):
             return []
         raise type_error(self.pos(node), f"cannot emit {v.t}")
 

@@ -87,8 +87,10 @@ class Declarations(Part):
         for fname, t, _, f in self.fields(decl):
             fields += self.header_fields(fname, t, f)
             members.append((fname, t))
+        if sum(f.varbit for f in fields) > 1:
+            raise type_error(self.pos(decl.children[1]), f"header {name} has more than one varbit field")
         ch = annos.get("controller_header", [None])
-        bits = sum(f.w for f in fields)
+        bits = sum(f.w for f in fields if not f.varbit)
         if bits % 8:
             raise type_error(
                 self.pos(decl.children[1]), f"header {name} is {bits} bits wide, not whole bytes"
@@ -105,6 +107,8 @@ class Declarations(Part):
             return [ir.HeaderField(fname, t.w, t.k == "int")]
         if t.k == "bool":
             return [ir.HeaderField(fname, 1)]
+        if t.k == "varbit":
+            return [ir.HeaderField(fname, t.w, varbit=True)]
         if t.k == "struct":
             return [hf for m, mt in self.members(t) for hf in self.header_fields(f"{fname}.{m}", mt, node)]
         raise unsupported(self.pos(node), f"header field of type {t}")
@@ -114,7 +118,18 @@ class Declarations(Part):
         fields = []
         members: list[tuple[str, Type]] = []
         for fname, t, annos, f in self.fields(decl):
-            if t.k not in ("bit", "int", "bool", "header", "union", "struct", "stack", "error", "enum"):
+            if t.k not in (
+                "bit",
+                "int",
+                "varbit",
+                "bool",
+                "header",
+                "union",
+                "struct",
+                "stack",
+                "error",
+                "enum",
+            ):
                 raise unsupported(self.pos(f), f"struct field of type {t}")
             lists = annos.get("field_list")
             field_lists = None if lists is None else tuple(lists)
@@ -231,7 +246,10 @@ class Declarations(Part):
                 raise type_error(self.pos(node), f"invalid width {w}")
             return Type("bit" if d == "bit_type" else "int", w)
         if d == "varbit_type":
-            raise unsupported(self.pos(node), "varbit")
+            w = self.fe.exprs.const_int(node.children[0], None)
+            if w <= 0 or w > 2048:
+                raise type_error(self.pos(node), f"invalid width {w}")
+            return Type("varbit", w)
         if d == "named_type":
             return self.named_type(node.children[0])
         if d == "specialized_type":

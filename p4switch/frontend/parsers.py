@@ -14,7 +14,7 @@ from dataclasses import replace
 from lark import Tree
 
 from p4switch import ir
-from p4switch.frontend.errors import type_error, unsupported
+from p4switch.frontend.errors import Pos, type_error, unsupported
 from p4switch.frontend.scope import Ctx, Part
 from p4switch.frontend.source import Node, PTree, kids
 from p4switch.frontend.types import BOOL, Type, Value, bit, const
@@ -152,15 +152,7 @@ class Parsers(Part):
         if ctx.kind != "parser":
             raise type_error(pos, f"packet.{method} is only available in a parser")
         if method == "extract":
-            if len(args) == 2:
-                raise unsupported(pos, "extract of a variable-size header")
-            self.fe.calls.arity(args, 1, pos, method)
-            h = args[0]
-            if h.t.k != "header" or not h.lv:
-                raise type_error(self.pos(nodes[0]), f"extract needs a header lvalue, got {h.t}")
-            if "stack_key" in h.extra and ctx.stack_next is not None:  # extract(s.next) advances s
-                ctx.stack_next[h.extra["stack_key"]] = ctx.stack_next.get(h.extra["stack_key"], 0) + 1
-            return [ir.Extract(h.expr, str(pos)), *self.fe.stmts.made_valid(h.expr, str(pos))], None
+            return self.extract(args, nodes, pos, ctx), None
         if method == "advance":
             self.fe.calls.arity(args, 1, pos, method)
             bits = self.fe.exprs.coerce(args[0], bit(32), nodes[0])
@@ -173,6 +165,24 @@ class Parsers(Part):
                 raise unsupported(pos, "lookahead of anything but bit<W>/int<W> or a header's fields")
             return [], Value(ir.Lookahead(targs[0].to_ir()), targs[0])
         raise unsupported(pos, f"packet_in.{method}")
+
+    def extract(self, args: list[Value], nodes: list[Node], pos: Pos, ctx: Ctx) -> list[ir.Stmt]:
+        """`extract(h)`, or `extract(h, bits)` of a header with a varbit field (`bits` its length)."""
+        if len(args) not in (1, 2):
+            self.fe.calls.arity(args, 1, pos, "extract")
+        h = args[0]
+        if h.t.k != "header" or not h.lv:
+            raise type_error(self.pos(nodes[0]), f"extract needs a header lvalue, got {h.t}")
+        varbit = any(f.varbit for f in self.fe.decls.headers[h.t.name].fields)
+        if varbit != (len(args) == 2):
+            what = (
+                "needs the length of its varbit field" if varbit else "has no varbit field to give a length"
+            )
+            raise type_error(pos, f"extract: {h.t} {what}")
+        length = self.fe.exprs.coerce(args[1], bit(32), nodes[1]).expr if varbit else None
+        if "stack_key" in h.extra and ctx.stack_next is not None:  # extract(s.next) advances s
+            ctx.stack_next[h.extra["stack_key"]] = ctx.stack_next.get(h.extra["stack_key"], 0) + 1
+        return [ir.Extract(h.expr, str(pos), length), *self.fe.stmts.made_valid(h.expr, str(pos))]
 
     def stack_position(self, stack: Value, member: str, node: PTree, ctx: Ctx | None) -> Value:
         """`.next`/`.last`/`.lastIndex` in an unrolled parser state: constant positions in the stack."""

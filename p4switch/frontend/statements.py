@@ -196,7 +196,7 @@ class Statements(Part):
 
     def var_decl(self, node: PTree, ctx: Ctx) -> list[ir.Stmt]:
         t = self.fe.decls.resolve_type(node.children[1])
-        if t.k not in ("bit", "int", "bool", "header", "struct", "stack", "error", "enum"):
+        if t.k not in ("bit", "int", "varbit", "bool", "header", "struct", "stack", "error", "enum"):
             raise unsupported(self.pos(node), f"local variable of type {t}")
         name = self.declared(node.children[2], ctx)
         var = ctx.add_local(name, t, self.pos(node))

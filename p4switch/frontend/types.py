@@ -12,7 +12,20 @@ from p4switch import ir
 #        any list (a {...} expression) table action method apply_result block
 
 _IR_KINDS = frozenset(
-    {"bit", "int", "bool", "header", "union", "struct", "stack", "error", "enum", "packet_in", "packet_out"}
+    {
+        "bit",
+        "int",
+        "varbit",
+        "bool",
+        "header",
+        "union",
+        "struct",
+        "stack",
+        "error",
+        "enum",
+        "packet_in",
+        "packet_out",
+    }
 )
 
 
@@ -46,7 +59,7 @@ class Type:
         return self.k in ("bit", "int")
 
     def __str__(self) -> str:
-        if self.k in ("bit", "int"):
+        if self.k in ("bit", "int", "varbit"):
             return f"{self.k}<{self.w}>"
         if self.k == "infint":
             return "int"
@@ -65,6 +78,8 @@ def _to_ir(t: Type) -> ir.Type:
         return ir.TBit(t.w)
     if t.k == "int":
         return ir.TInt(t.w)
+    if t.k == "varbit":
+        return ir.TVarbit(t.w)
     if t.k == "header":
         return ir.THeader(t.name)
     if t.k in ("struct", "union"):  # a header union is a struct of headers in the IR

@@ -87,10 +87,10 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
         f"packet 1 {FRAME}\nexpect 2 000000000001 0000000000ff 0800 c0ffee $\n",
     )
     write(corpus, "unknown_table", FORWARDER, "add no_such_table a(x:1)\n")
-    union = FORWARDER.replace(
-        "struct metadata_t { }", "header_union u_t { ethernet_t e; }\nstruct metadata_t { }"
+    macro = FORWARDER.replace(
+        "struct metadata_t { }", "#define SAME(x) x\nstruct metadata_t { }"
     )
-    write(corpus, "union", union, f"packet 1 {FRAME}\nexpect 2 {FRAME}\n")
+    write(corpus, "macro", macro, f"packet 1 {FRAME}\nexpect 2 {FRAME}\n")
     write(
         corpus,
         "typo",
@@ -98,7 +98,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
         None,
     )
     write(corpus, "p4c_rejects", FORWARDER.replace("bit<9> port", "bit<9> port, bit<9> port"), None)
-    manifest = {name: {"p4c_bm2_ss_rc": 0} for name in ("passes", "wrong", "unknown_table", "union", "typo")}
+    manifest = {name: {"p4c_bm2_ss_rc": 0} for name in ("passes", "wrong", "unknown_table", "macro", "typo")}
     manifest["p4c_rejects"] = {"p4c_bm2_ss_rc": 1}
     (root / "manifest.json").write_text(json.dumps(manifest))
     reference = corpus / "p4c-reference"
@@ -144,9 +144,10 @@ def test_every_outcome_is_told_apart(run: tuple[int, dict, Path]) -> None:
     assert "port 2 sent" in programs["wrong"]["stf"]["mismatches"][0]
     assert programs["unknown_table"]["stf_status"] == "failed"
     assert "no table no_such_table" in programs["unknown_table"]["stf"]["message"]
-    union = programs["union"]
-    assert (union["compile"]["status"], union["compile"]["construct"]) == ("unsupported", "header_union")
-    assert union["compile"]["where"].endswith("union.p4:6:1") and union["stf_status"] == "not run"
+    macro = programs["macro"]
+    compiled = macro["compile"]
+    assert (compiled["status"], compiled["construct"]) == ("unsupported", "function-like macro")
+    assert macro["compile"]["where"].endswith("macro.p4:6:1") and macro["stf_status"] == "not run"
     typo = programs["typo"]["compile"]
     assert typo["status"] == "rejected" and "syntax error" in typo["message"]
     assert programs["p4c_rejects"]["p4c_accepts"] is False
@@ -168,9 +169,9 @@ def test_p4info_is_compared_with_p4cs(run: tuple[int, dict, Path]) -> None:
 def test_reports_page_and_baseline(run: tuple[int, dict, Path]) -> None:
     _, data, out = run
     text = (out / "report.txt").read_text()
-    assert "== union" in text and "not supported: header_union" in text
+    assert "== macro" in text and "not supported: function-like macro" in text
     page = (out / "conformance.md").read_text()
-    assert "| header_union | 1: union |" in page and "| typo |" in page
+    assert "| function-like macro | 1: macro |" in page and "| typo |" in page
     baseline = json.loads((out / "baseline.json").read_text())
     assert baseline["passes"] == {"compile": "compiled", "stf": "passed", "p4info": 1}
 
@@ -184,7 +185,7 @@ def test_regressions_against_a_baseline(run: tuple[int, dict, Path]) -> None:
         program = Program(p["program"], Path(p["source"]), case, p["p4c_accepts"], None)
         outcomes.append(Outcome(program, compile=p["compile"], p4info=p["p4info"], stf=p["stf"]))
     found = report.regressions(outcomes, baseline)
-    assert "union: compiled before, now unsupported" in found
+    assert "macro: compiled before, now unsupported" in found
     assert "passes: P4Info differences 0 before, now 1" in found
     assert "wrong: STF passed before, now wrong" in found
     assert not any(line.startswith("passes: STF") for line in found)
@@ -193,10 +194,10 @@ def test_regressions_against_a_baseline(run: tuple[int, dict, Path]) -> None:
 def test_each_program_is_bounded_in_time(
     corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    status = main([str(corpus), "passes", "union", "--timeout", "0.01", "--report", str(tmp_path)])
+    status = main([str(corpus), "passes", "macro", "--timeout", "0.01", "--report", str(tmp_path)])
     data = by_program(json.loads((tmp_path / "report.json").read_text()))
     assert status == 1
-    assert {data[n]["compile"]["status"] for n in ("passes", "union")} == {"timed out"}
+    assert {data[n]["compile"]["status"] for n in ("passes", "macro")} == {"timed out"}
     assert "[2/2]" in capsys.readouterr().out
 
 

@@ -28,13 +28,13 @@ def test_header_union_member_that_is_not_a_header(compile_error: Callable[..., P
     assert str(err).endswith("prog.p4:5:29: error: header_union u_t: b is not a header")
 
 
-def test_unsupported_varbit_field(compile_error: Callable[..., P4Error]) -> None:
-    src = TEMPLATE.replace("bit<16> type_; }", "bit<16> type_; varbit<32> opts; }").replace(
+def test_two_varbit_fields_in_a_header(compile_error: Callable[..., P4Error]) -> None:
+    src = TEMPLATE.replace("bit<16> type_; }", "bit<16> type_; varbit<32> a; varbit<8> b; }").replace(
         "{BODY}", "apply {}"
     )
     err = compile_error(src)
-    assert where(err) == ("prog.p4", 3, 57)
-    assert err.message == "varbit is not supported by p4switch"
+    assert where(err) == ("prog.p4", 3, 8)
+    assert err.message == "error: header eth_t has more than one varbit field"
 
 
 def test_resubmit_needs_a_constant_field_list(ingress_error: ErrorOf) -> None:

@@ -82,7 +82,8 @@ def test_if_and_mux_write_else_without_the_underscore() -> None:
 def test_each_union_has_the_kinds_of_the_docs() -> None:
     kinds = {base: set(ir._union(base)) for base in (ir.Type, ir.Expr, ir.Stmt, ir.ExternInstance)}
     assert kinds[ir.Type] == {
-        "bit", "int", "bool", "header", "struct", "stack", "error", "enum", "packet_in", "packet_out"
+        "bit", "int", "varbit", "bool", "header", "struct", "stack", "error", "enum", "packet_in",
+        "packet_out",
     }  # fmt: skip
     assert kinds[ir.Expr] == {
         "const", "var", "member", "index", "dyn_index", "slice", "concat", "cast", "unary", "binary", "mux",
@@ -118,6 +119,9 @@ def test_every_kind_of_every_union_round_trips() -> None:
         ir.Digest("d_t", 1, (x,), "a:1:1"),
         ir.MethodCall("C.r", "write", (x, x), "a:1:1"),
         ir.Verify(ir.Const(False, t), "StackOutOfBounds", "a:1:1"),
+        ir.Extract(ir.Var("h", ir.THeader("v_t")), "a:1:1", ir.Cast(x, ir.TBit(32))),
+        ir.HeaderType((ir.HeaderField("a", 8), ir.HeaderField("opt", 32, varbit=True)), 8),
+        ir.Var("v", ir.TVarbit(32)),
         ir.Select(
             (x,),
             (
