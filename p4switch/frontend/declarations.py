@@ -21,6 +21,11 @@ from p4switch.frontend.types import ANY, BOOL, ERROR, INFINT, STRING, VOID, Type
 if TYPE_CHECKING:
     from p4switch.frontend.parts import FrontEnd
 
+MEMBER_KINDS = frozenset(
+    {"bit", "int", "varbit", "bool", "header", "union", "struct", "stack", "error", "enum"}
+)
+"""The kinds of type a struct member or tuple element can have."""
+
 
 class Declarations(Part):
     """The symbol table: `types` and `globals` by name, and the header/struct types in IR form."""
@@ -37,6 +42,7 @@ class Declarations(Part):
         self.structs: dict[str, ir.StructType] = {}
         self.member_types: dict[tuple[str, str], list[tuple[str, Type]]] = {}  # (header|struct, name)
         self.header_annos: dict[str, dict[str, list[Any]]] = {}
+        self.tuples: dict[tuple[Type, ...], str] = {}  # tuple types by their element types
         self.field_names: dict[tuple[str, str], str] = {}  # (type, field) -> its @name, for P4Info key names
 
     def declare_all(self, tree: PTree) -> None:
@@ -118,18 +124,7 @@ class Declarations(Part):
         fields = []
         members: list[tuple[str, Type]] = []
         for fname, t, annos, f in self.fields(decl):
-            if t.k not in (
-                "bit",
-                "int",
-                "varbit",
-                "bool",
-                "header",
-                "union",
-                "struct",
-                "stack",
-                "error",
-                "enum",
-            ):
+            if t.k not in MEMBER_KINDS:
                 raise unsupported(self.pos(f), f"struct field of type {t}")
             lists = annos.get("field_list")
             field_lists = None if lists is None else tuple(lists)
@@ -264,7 +259,7 @@ class Declarations(Part):
         if d == "dontcare_type":
             return ANY
         if d == "tuple_type":
-            raise unsupported(self.pos(node), "tuple type")
+            return self.tuple_type([self.resolve_type(a) for a in kids(node.children[0])], node)
         raise unsupported(self.pos(node), f"type {d}")
 
     def named_type(self, tok: Node) -> Type:
@@ -281,6 +276,24 @@ class Declarations(Part):
         if kind == "extern" and name in ("packet_in", "packet_out"):
             return Type(name)
         return Type(kind, name=name)
+
+    def tuple_type(self, elems: list[Type], node: PTree) -> Type:
+        """`tuple<T0, T1, ...>`: a struct with members f0, f1, ... in the IR, one per distinct tuple type
+        (named `tuple$N`, a name no P4 type has); `{a, b}` initializes it and `t[i]` is its member fi."""
+        for e in elems:
+            if e.k not in MEMBER_KINDS:
+                raise unsupported(self.pos(node), f"tuple element of type {e}")
+        key = tuple(elems)
+        if key not in self.tuples:
+            name = self.tuples[key] = f"tuple${len(self.tuples)}"
+            members = [(f"f{i}", e) for i, e in enumerate(elems)]
+            self.structs[name] = ir.StructType(tuple(ir.StructField(f, e.to_ir()) for f, e in members))
+            self.member_types[("struct", name)] = members
+        return Type("struct", name=self.tuples[key])
+
+    def elem_type(self, t: ir.TStack) -> ir.Type:
+        """The IR type of a stack's elements: a header, or a header union (a struct of headers)."""
+        return ir.THeader(t.elem) if t.elem in self.headers else ir.TStruct(t.elem)
 
     def is_union(self, name: str) -> bool:
         return self.types.get(name, ("", None))[0] == "union"

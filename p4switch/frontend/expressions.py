@@ -8,6 +8,7 @@ expression, its type, its constant value if it has one, and whether it is an lva
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 from lark import Token, Tree
@@ -165,6 +166,14 @@ class Expressions(Part):
 
     def x_index(self, node: PTree, ctx: Ctx | None) -> Value:
         base = self.expr(node.children[0], ctx)
+        if base.t.k == "struct" and base.t.name.startswith("tuple$"):  # t[i]: the tuple's member fi
+            i = self.const_int(node.children[1], ctx)
+            members = self.fe.decls.members(base.t)
+            if not 0 <= i < len(members):
+                raise type_error(
+                    self.pos(node.children[1]), f"index {i} out of bounds of a {len(members)}-tuple"
+                )
+            return self.member_value(base, *members[i])
         if base.t.k != "stack":
             raise type_error(self.pos(node), f"cannot index {base.t}")
         idx = self.expr(node.children[1], ctx)
@@ -288,8 +297,11 @@ class Expressions(Part):
         a, b = self.unify(a, b, op, node)
         t = a.t
         if op in ("==", "!="):
-            if t.k in ("header", "struct", "stack", "list", "string"):
+            if t.k in ("list", "string"):
                 raise unsupported(self.pos(node), f"{op} on {t}")
+            if t.k in ("header", "union", "struct", "stack"):
+                same = self.equal(a.expr, b.expr)
+                return Value(same if op == "==" else ir.Unary("!", same, ir.TBool()), BOOL)
             if a.const is not None and b.const is not None:
                 return const((a.const == b.const) == (op == "=="), BOOL)
             return self.binop_ir(op, a, b, BOOL)
@@ -322,6 +334,33 @@ class Expressions(Part):
             return self.binop_ir("&", a, const(divisor - 1, t), t)
         k = divisor.bit_length() - 1
         return a if k == 0 else self.binop_ir(">>", a, const(k, t), t)
+
+    def equal(self, a: ir.Expr, b: ir.Expr) -> ir.Expr:
+        """`a == b` of two values of one type, member by member: headers are equal when both are invalid,
+        or both valid with equal fields; structs (and unions) when all members are, stacks all elements."""
+        t = a.type
+        tests: list[ir.Expr]
+        if isinstance(t, ir.THeader):
+            return self.header_equal(a, b, self.fe.decls.headers[t.name])
+        if isinstance(t, ir.TStruct):
+            members = self.fe.decls.structs[t.name].fields
+            tests = [self.equal(member(a, f.name, f.type), member(b, f.name, f.type)) for f in members]
+        elif isinstance(t, ir.TStack):
+            elem = self.fe.decls.elem_type(t)
+            tests = [self.equal(ir.Index(a, i, elem), ir.Index(b, i, elem)) for i in range(t.size)]
+        else:
+            return ir.Binary("==", a, b, ir.TBool())
+        return _all(tests)
+
+    def header_equal(self, a: ir.Expr, b: ir.Expr, h: ir.HeaderType) -> ir.Expr:
+        """(both valid && every field equal) || !(either valid)."""
+        valid_a, valid_b = ir.IsValid(a, ir.TBool()), ir.IsValid(b, ir.TBool())
+        tests: list[ir.Expr] = [ir.Binary("&&", valid_a, valid_b, ir.TBool())]
+        for f in h.fields:
+            ft: ir.Type = ir.TVarbit(f.w) if f.varbit else ir.TInt(f.w) if f.signed else ir.TBit(f.w)
+            tests.append(ir.Binary("==", ir.Member(a, f.name, ft), ir.Member(b, f.name, ft), ir.TBool()))
+        invalid = ir.Unary("!", ir.Binary("||", valid_a, valid_b, ir.TBool()), ir.TBool())
+        return ir.Binary("||", _all(tests), invalid, ir.TBool())
 
     def fold(self, op: str, x: int, y: int, t: Type, node: PTree) -> int:
         if op in ("/", "%") and y == 0:
@@ -443,6 +482,13 @@ _BINOPS = {
 
 
 _UNOPS = {"not_op": "!", "inv_op": "~", "neg_op": "-"}
+
+
+def _all(tests: list[ir.Expr]) -> ir.Expr:
+    """The `&&` of the tests (true when there are none)."""
+    if not tests:
+        return ir.Const(True, ir.TBool())
+    return functools.reduce(lambda x, y: ir.Binary("&&", x, y, ir.TBool()), tests)
 
 
 def _bind(

@@ -259,7 +259,29 @@ class Statements(Part):
         ]
 
     def assign_fields(self, lhs: Value, rhs_node: PTree, ctx: Ctx, node: PTree) -> list[ir.Stmt]:
-        """`h = {a, b}` / `s = {x = 1, y = 2}`: one assignment per field (and setValid for a header)."""
+        """`h = {a, b}` / `s = {x = 1, y = 2}` (nested too): the initializer's expressions are evaluated
+        left to right first (a call's effects are not seen by the values read before it), then one
+        assignment per field (and setValid for a header)."""
+        targets: list[Value] = []
+        items: list[Node] = []
+        out: list[ir.Stmt] = []
+        self.field_leaves(lhs, rhs_node, targets, items, out, node)
+        values = self.fe.effects.operands(items, ctx)
+        for target, value, item in zip(targets, values, items, strict=True):
+            out += self.store(target.expr, self.fe.exprs.coerce(value, target.t, item).expr, self.src(node))
+        return out
+
+    def field_leaves(
+        self,
+        lhs: Value,
+        rhs_node: PTree,
+        targets: list[Value],
+        items: list[Node],
+        out: list[ir.Stmt],
+        node: PTree,
+    ) -> None:
+        """The fields an initializer assigns (into `targets`) and their expressions (`items`); `out` gets
+        the setValid of each header it initializes."""
         fields = self.fe.decls.members(lhs.t)
         if rhs_node.data == "struct_expr":
             given = {self.name(kv.children[0]): kv.children[1] for kv in kids(rhs_node)}
@@ -267,20 +289,26 @@ class Statements(Part):
                 raise type_error(
                     self.pos(rhs_node), f"initializer does not name exactly the fields of {lhs.t}"
                 )
-            items = [given[f] for f, _ in fields]
+            elems = [given[f] for f, _ in fields]
         else:
-            items = kids(kids(rhs_node)[0]) if kids(rhs_node) else []
-        if len(items) != len(fields):
+            elems = kids(kids(rhs_node)[0]) if kids(rhs_node) else []
+        if len(elems) != len(fields):
             raise type_error(
-                self.pos(rhs_node), f"{lhs.t} has {len(fields)} fields, initializer {len(items)}"
+                self.pos(rhs_node), f"{lhs.t} has {len(fields)} fields, initializer {len(elems)}"
             )
-        out: list[ir.Stmt] = []
         if lhs.t.k == "header":
             out += [ir.SetValid(lhs.expr, self.src(node)), *self.made_valid(lhs.expr, self.src(node))]
-        for (fname, ft), item in zip(fields, items, strict=True):
+        for (fname, ft), item in zip(fields, elems, strict=True):
             target = Value(member(lhs.expr, fname, ft.to_ir()), ft, lv=True)
-            out.extend(self.assign(target, item, ctx, node))
-        return out
+            if (
+                isinstance(item, Tree)
+                and item.data in ("list_expr", "struct_expr")
+                and ft.k in ("header", "struct")
+            ):
+                self.field_leaves(target, item, targets, items, out, node)
+            else:
+                targets.append(target)
+                items.append(item)
 
     def shift_stack(self, stack: Value, count: int, push: bool, src: str) -> list[ir.Stmt]:
         """push_front/pop_front as header copies (validity included) and setInvalid of the vacated slots."""
