@@ -547,6 +547,15 @@ class KeysetDefault(Keyset):
 
 
 @dataclass(frozen=True, slots=True)
+class KeysetValueSet(Keyset):
+    """A parser value set (`ValueSet` instance `name`): matches when the select's keys from this position,
+    as many as the value set's type has fields (one for bit<W>), are one of its members."""
+
+    TAG = "value_set"
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
 class SelectCase:
     keysets: tuple[Keyset, ...]
     next: str
@@ -820,6 +829,19 @@ class ActionProfile(ExternInstance):
     name: str
     size: int
     tables: tuple[str, ...] = ()
+    src: str = ""
+    p4info_id: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ValueSet(ExternInstance):
+    """A parser `value_set<type>(size)`: up to `size` members the control plane sets, each a value of
+    `widths` (one width per field of the type; one for bit<W>), matched exactly by `KeysetValueSet`."""
+
+    TAG = "value_set"
+    name: str
+    size: int
+    widths: tuple[int, ...]
     src: str = ""
     p4info_id: int = 0
 

@@ -30,6 +30,8 @@ p4switch's additions:
     meter <meter> <index> <cir> <cburst> <pir> <pburst>     (rates per second)
     direct_meter <table> <entry_number> <cir> <cburst> <pir> <pburst>   (entry number: 1 = first `add`)
     register_write <register> <index> <value>
+    value_set <value_set> <member> ...  set a parser value set's members (a member: <v>, or <v1>,<v2>,...
+                                       one value per field of a struct value set)
     clock <seconds>                    advance the (injected) clock
     check_counter <counter> <index> [packets <n>] [bytes <n>]
     check_direct_counter <table> <entry_number> [packets <n>] [bytes <n>]
@@ -97,6 +99,7 @@ class Command:
     meter: MeterConfig | None = None
     seconds: float = 0.0
     truncate: int = 0
+    tuples: list[tuple[int, ...]] = field(default_factory=list)  # value_set's members
 
 
 def parse_int(text: str) -> int:
@@ -293,6 +296,11 @@ def _register_value(cmd: Command, rest: str, words: list[str]) -> None:
     cmd.values = {"value": parse_int(words[2])}
 
 
+def _value_set(cmd: Command, rest: str, words: list[str]) -> None:
+    cmd.name = words[0]
+    cmd.tuples = [tuple(parse_int(v) for v in w.split(",")) for w in words[1:]]
+
+
 def _packet(cmd: Command, rest: str, words: list[str]) -> None:
     cmd.port, cmd.data = parse_int(words[0]), parse_hex(" ".join(words[1:]))
 
@@ -402,6 +410,7 @@ _COMMANDS: dict[str, Callable[[Command, str, list[str]], None]] = {
     "direct_meter": _meter_cmd,
     "register_write": _register_value,
     "check_register": _register_value,
+    "value_set": _value_set,
     "clock": _clock,
     "packet": _packet,
     "expect": _expect,

@@ -249,6 +249,9 @@ class InProcessRun:
     def register(self, name: str) -> str:
         return resolve(name, self.switch.registers, "register")
 
+    def do_value_set(self, cmd: stf.Command) -> None:
+        self.switch.value_set_set(resolve(cmd.name, self.switch.value_sets, "value set"), cmd.tuples)
+
     def meter(self, name: str) -> str:
         return resolve(name, self.switch.meters, "meter")
 

@@ -409,6 +409,14 @@ class Switch(ABC):
     def register_size(self, name: str) -> int:
         """Number of cells (for wildcard reads)."""
 
+    def value_set_set(self, name: str, members: list[tuple[int, ...]]) -> None:
+        """Replace the members of a parser value set (a tuple of one value per field of its type, one
+        for bit<W>). Raises UnknownName, InvalidEntry (too many members, a value too wide)."""
+        raise NotImplementedError
+
+    def value_set_get(self, name: str) -> list[tuple[int, ...]]:
+        raise NotImplementedError
+
     # ----------------------------------------------------------------- packet replication engine
     @abstractmethod
     def mcast_group_set(self, group_id: int, replicas: list[tuple[int, int]]) -> None:

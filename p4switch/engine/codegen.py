@@ -995,13 +995,21 @@ class Codegen:
         first = True
         for case in self.merged_cases(tr.cases):
             conds = [f"{keys[0]} in {{{', '.join(case.values)}}}"] if case.values is not None else []
-            for var, ks in zip(keys, case.keysets, strict=case.values is None):
+            at = 0  # the key the next keyset matches
+            for ks in case.keysets:
+                var = keys[at]
+                at += 1
                 if isinstance(ks, ir.KeysetExact):
                     conds.append(f"{var} == {self.keyset_value(ks.value)}")
                 elif isinstance(ks, ir.KeysetMask):
                     conds.append(f"{var} & {ks.mask} == {ks.value}")
                 elif isinstance(ks, ir.KeysetRange):
                     conds.append(f"{ks.low} <= {var} <= {ks.high}")
+                elif isinstance(ks, ir.KeysetValueSet):
+                    at += self.value_set_widths(ks, tr) - 1
+                    conds.append(
+                        f"{self.value_set_member(ks, keys, at)} in EXT{self.extern_ids[ks.name]}.members"
+                    )
             if not conds:  # default case: the rest of the cases can never match
                 o.line("else:" if not first else "if True:")
                 o.indent()
@@ -1019,6 +1027,19 @@ class Codegen:
         o.line(f"raise _Reject({self.error_code('NoMatch')})")
         if not first:
             o.dedent()
+
+    def value_set_widths(self, ks: ir.KeysetValueSet, tr: ir.Select) -> int:
+        """How many of the select's keys a value set keyset matches (its type's fields)."""
+        vs = self.externs.get(ks.name)
+        if not isinstance(vs, ir.ValueSet):
+            raise self.error(tr, f"unknown value set {ks.name}")
+        return len(vs.widths)
+
+    def value_set_member(self, ks: ir.KeysetValueSet, keys: list[str], end: int) -> str:
+        """The tuple of the keys a value set keyset matches, ending before keys[end]."""
+        vs = self.externs[ks.name]
+        assert isinstance(vs, ir.ValueSet)
+        return f"({', '.join(keys[end - len(vs.widths) : end])},)"
 
     def merged_cases(self, cases: tuple[ir.SelectCase, ...]) -> list[_Case]:
         """Consecutive one-key exact cases going to the same state become one case testing set

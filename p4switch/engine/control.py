@@ -36,7 +36,7 @@ from p4switch.engine.api import (
     TableEntry,
     Ternary,
 )
-from p4switch.engine.externs import HASH_ALGORITHMS, Counter, Meter, MeterArray, Register
+from p4switch.engine.externs import HASH_ALGORITHMS, Counter, Meter, MeterArray, Register, ValueSet
 from p4switch.engine.tables import ActionInfo, ActionProfile, KeyField, Table, lookup_name
 
 
@@ -70,6 +70,7 @@ class ControlPlane(Switch):
         self.counters: dict[str, Counter] = {}
         self.meters: dict[str, MeterArray] = {}
         self.registers: dict[str, Register] = {}
+        self.value_sets: dict[str, ValueSet] = {}
         self.tables: dict[str, Table] = {}
         self.profiles: dict[str, ActionProfile] = {}
 
@@ -114,6 +115,8 @@ class ControlPlane(Switch):
                 obj = self.meters[inst.name] = self.new_meter_array(inst)
             elif isinstance(inst, ir.Register):
                 obj = self.registers[inst.name] = self.new_register(inst, width(inst.type))
+            elif isinstance(inst, ir.ValueSet):
+                obj = self.value_sets[inst.name] = ValueSet(inst.name, inst.size, inst.widths)
             elif isinstance(inst, ir.ActionSelector) and inst.algorithm not in HASH_ALGORITHMS:
                 raise ProgramError(
                     f"{inst.src or inst.name}: action_selector algorithm {inst.algorithm} is not supported "
@@ -352,6 +355,18 @@ class ControlPlane(Switch):
 
     def register_size(self, name: str) -> int:
         return lookup_name(self.registers, name, "register").size()  # type: ignore[no-any-return]
+
+    def value_set_set(self, name: str, members: list[tuple[int, ...]]) -> None:
+        with self.lock:
+            vs = lookup_name(self.value_sets, name, "value set")
+            try:
+                vs.set(members)
+            except ValueError as exc:
+                raise InvalidEntry(str(exc)) from None
+
+    def value_set_get(self, name: str) -> list[tuple[int, ...]]:
+        with self.lock:
+            return sorted(lookup_name(self.value_sets, name, "value set").members)
 
     # ---------------------------------------------------------------- replication engine
     def mcast_group_set(self, group_id: int, replicas: list[tuple[int, int]]) -> None:

@@ -212,6 +212,32 @@ class MeterArray:
 # ----------------------------------------------------------------------------------------- registers
 
 
+class ValueSet:
+    """A parser value set: at most ``size`` members, each a tuple of one value per field (``widths``),
+    matched exactly; the control plane replaces them all at once."""
+
+    __slots__ = ("name", "size", "widths", "members")
+
+    def __init__(self, name: str, size: int, widths: tuple[int, ...]) -> None:
+        self.name = name
+        self.size = size
+        self.widths = widths
+        self.members: frozenset[tuple[int, ...]] = frozenset()
+
+    def set(self, members: list[tuple[int, ...]]) -> None:
+        """Raises ValueError for too many members or a value that does not fit its field."""
+        if len(set(members)) > self.size:
+            raise ValueError(
+                f"value set {self.name} holds at most {self.size} members, got {len(set(members))}"
+            )
+        for m in members:
+            if len(m) != len(self.widths) or any(
+                not 0 <= v < 1 << w for v, w in zip(m, self.widths, strict=True)
+            ):
+                raise ValueError(f"member {m} does not fit value set {self.name} (widths {self.widths})")
+        self.members = frozenset(tuple(m) for m in members)
+
+
 class Register:
     """A register array of ``width``-bit cells (signed when ``signed``); out-of-range reads give 0 and
     writes are ignored, as BMv2 does."""

@@ -59,6 +59,8 @@ class Expressions(Part):
         if sym.kind == "alias":
             assert sym.value is not None
             return sym.value
+        if sym.kind == "value_set":
+            return Value(None, Type("value_set", name=sym.qname))
         if sym.kind == "subcontrol":
             return Value(None, Type("subcontrol", name=sym.qname), extra={"sym": sym})
         if sym.kind == "function":

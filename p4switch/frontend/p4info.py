@@ -17,7 +17,7 @@ from finsy.proto import p4i, p4t
 from p4switch import ir
 from p4switch.frontend.errors import Pos, type_error
 
-ACTION, TABLE, CONTROLLER_HEADER = 0x01, 0x02, 0x04
+ACTION, TABLE, VALUE_SET, CONTROLLER_HEADER = 0x01, 0x02, 0x03, 0x04
 ACTION_PROFILE, COUNTER, DIRECT_COUNTER, METER, DIRECT_METER, REGISTER, DIGEST = range(0x11, 0x18)
 
 _EXTERN_PREFIX = {
@@ -28,6 +28,7 @@ _EXTERN_PREFIX = {
     "register": REGISTER,
     "action_profile": ACTION_PROFILE,
     "action_selector": ACTION_PROFILE,
+    "value_set": VALUE_SET,
 }
 _MATCH = {
     "exact": p4i.MatchField.EXACT,
@@ -169,7 +170,8 @@ Annos = dict[str, list[Any]]
 class Extras:
     """What P4Info needs that the IR does not carry: annotations by qualified name (of the header type
     for headers; of the table, one per key, for keys; of the action, one per parameter, for params), and
-    the actions control bodies call directly (inlined, so not in the IR's actions; p4c lists them)."""
+    the actions control bodies call directly (inlined, so not in the IR's actions; p4c lists them), the
+    field names of struct value sets."""
 
     actions: dict[str, Annos]
     tables: dict[str, Annos]
@@ -179,6 +181,7 @@ class Extras:
     params: dict[str, list[Annos]]
     action_refs: dict[tuple[str, str], Annos]  # (table, action): the annotations of an actions-list item
     called_actions: list[str]
+    value_set_fields: dict[str, list[str]]  # the field names of a value set of a struct type
 
 
 def assign_ids(program: ir.Program, x: Extras) -> tuple[ir.Program, Ids]:
@@ -337,6 +340,18 @@ def _extern(
             msg.size = e.size
         elif e.table:
             msg.direct_table_id = ids[(TABLE, e.table)]
+    elif isinstance(e, ir.ValueSet):
+        msg = info.value_sets.add()
+        preamble(msg, prefix, e.name)
+        annotate(msg.preamble, annos)
+        for i, w in enumerate(e.widths):
+            match = msg.match.add()
+            match.id = i + 1
+            if x.value_set_fields.get(e.name):
+                match.name = x.value_set_fields[e.name][i]
+            match.bitwidth = w
+            match.match_type = p4i.MatchField.EXACT
+        msg.size = e.size
     elif isinstance(e, ir.Register):
         msg = info.registers.add()
         preamble(msg, prefix, e.name)

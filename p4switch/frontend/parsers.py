@@ -121,13 +121,34 @@ class Parsers(Part):
             elems = kids(ks) if ks.data == "tuple_keyset" else [ks]
             if len(elems) == 1 and elems[0].data == "ks_default":
                 elems = elems * len(keys)
-            if len(elems) != len(keys):
-                raise type_error(
-                    self.pos(ks), f"keyset has {len(elems)} elements, select has {len(keys)} keys"
-                )
-            keysets = tuple(self.keyset(e, k.t, ctx) for e, k in zip(elems, keys, strict=True))
-            cases.append(ir.SelectCase(keysets, self.state_name(case.children[1], names)))
+            keysets: list[ir.Keyset] = []
+            at = 0  # the key the next element matches
+            for e in elems:
+                vs = self.value_set_of(e, ctx)
+                if vs is None:
+                    keysets.append(self.keyset(e, keys[at].t if at < len(keys) else BOOL, ctx))
+                    at += 1
+                    continue
+                covered = keys[at : at + len(vs.widths)]
+                if [k.t.w if k.t.is_bits else -1 for k in covered] != list(vs.widths):
+                    raise type_error(self.pos(e), f"value set {vs.name} does not match the select's keys")
+                keysets.append(ir.KeysetValueSet(vs.name))
+                at += len(vs.widths)
+            if at != len(keys):
+                raise type_error(self.pos(ks), f"keyset has {at} elements, select has {len(keys)} keys")
+            cases.append(ir.SelectCase(tuple(keysets), self.state_name(case.children[1], names)))
         return ir.Select(tuple(k.expr for k in keys), tuple(cases))
+
+    def value_set_of(self, node: PTree, ctx: Ctx) -> ir.ValueSet | None:
+        """The value set a keyset element names, if it is one."""
+        if node.data != "ks_exact":
+            return None
+        v = self.fe.exprs.expr(node.children[0], ctx)
+        if v.t.k != "value_set":
+            return None
+        inst = self.fe.v1.extern_by_name[v.t.name]
+        assert isinstance(inst, ir.ValueSet)
+        return inst
 
     def keyset(self, node: PTree, t: Type, ctx: Ctx) -> ir.Keyset:
         def value(n: Node) -> int:

@@ -67,4 +67,5 @@ class FrontEnd:
             t.param_annos,
             t.action_ref_annos,
             t.called_actions,
+            self.v1.value_set_fields,
         )

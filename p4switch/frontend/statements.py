@@ -98,6 +98,12 @@ class Statements(Part):
             scope[name] = Sym("table", qname=fq, control=ctx.block)
             self.fe.tables.lower_table(node, fq, ctx)
             return []
+        if node.data == "value_set_decl":
+            name = self.declared(node.children[3], ctx)
+            fq = self.fe.decls.fq(ctx.prefix, name, self.annos(node.children[0]))
+            scope[name] = Sym("value_set", qname=fq)
+            self.fe.v1.value_set(node, fq, ctx)
+            return []
         if node.data == "instantiation":
             name = self.declared(node.children[3], ctx)
             fq = self.fe.decls.fq(ctx.prefix, name, self.annos(node.children[0]))

@@ -107,6 +107,7 @@ class V1Model(Part):
         self.meta_type = ""
         self.extern_annos: dict[str, dict[str, list[Any]]] = {}
         self.ctor_args: dict[str, list[Node]] = {}  # the pipeline blocks' constructor arguments, by block
+        self.value_set_fields: dict[str, list[str]] = {}  # a struct value set's field names, for P4Info
 
     def bind_pipeline(self) -> V1Switch:
         """`V1Switch(P(), VC(), I(), E(), CC(), D()) main;`: the six blocks and the types they share."""
@@ -222,10 +223,30 @@ class V1Model(Part):
             inst = ir.ActionSelector(fq, algorithm, size, output_width, max_group_size, (), src)
         else:
             raise unsupported(self.pos(node), f"extern {t.name}")
+        self.register_instance(inst, annos, node)
+        return inst
+
+    def register_instance(self, inst: ir.ExternInstance, annos: dict[str, list[Any]], node: PTree) -> None:
+        fq = inst.name
         if fq in self.extern_by_name:
             raise type_error(self.pos(node), f"duplicate instance name {fq}")
         self.extern_by_name[fq] = inst
         self.extern_annos[fq] = annos
+
+    def value_set(self, node: PTree, fq: str, ctx: Ctx) -> ir.ValueSet:
+        """`value_set<T>(size) name;` in a parser: T is bit<W>/int<W> or a struct of those (one select key
+        per field)."""
+        targs = [self.fe.decls.resolve_type(a) for a in kids(node.children[1])]
+        size = self.fe.exprs.coerce(self.fe.exprs.expr(node.children[2], ctx), bit(32), node.children[2])
+        if len(targs) != 1 or size.const is None:
+            raise type_error(self.pos(node), "value_set<T>(size) takes one type and a constant size")
+        t = targs[0]
+        fields = self.fe.decls.members(t) if t.k == "struct" else [("", t)]
+        if not fields or not all(ft.is_bits for _, ft in fields):
+            raise unsupported(self.pos(node), f"value_set of {t}")
+        inst = ir.ValueSet(fq, int(size.const), tuple(ft.w for _, ft in fields), self.src(node))
+        self.register_instance(inst, self.annos(node.children[0]), node)
+        self.value_set_fields[fq] = [f for f, _ in fields] if t.k == "struct" else []
         return inst
 
     def enum_member(self, v: Value, enum: str, node: Node) -> str:

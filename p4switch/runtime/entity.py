@@ -3,8 +3,8 @@ the service dispatches Write updates and Read entities to, and the small checks 
 
 One handler per entity kind (the ``Entity`` oneof field it serves), as p4lang/PI's DeviceMgr hands each
 kind to its own manager: tables.py, action_profiles.py, counters.py, meters.py, registers.py,
-replication.py, digests.py. A handler raises P4RuntimeError (or an engine error, mapped by the service)
-with a message that names the entity it refuses."""
+value_sets.py, replication.py, digests.py. A handler raises P4RuntimeError (or an engine error, mapped
+by the service) with a message that names the entity it refuses."""
 
 from __future__ import annotations
 

@@ -66,6 +66,16 @@ class Profile:
 
 
 @dataclass(frozen=True)
+class ValueSet:
+    """A parser value set: id, name, most members, and the fields of a member (one for bit<W>)."""
+
+    id: int
+    name: str
+    size: int
+    fields: tuple[Field, ...]
+
+
+@dataclass(frozen=True)
 class Array:
     """An indexed extern (counter, meter, register) or a direct one (``table_id`` set)."""
 
@@ -97,6 +107,7 @@ class P4InfoIndex:
     meters: dict[int, Array] = field(default_factory=dict)
     direct_meters: dict[int, Array] = field(default_factory=dict)
     registers: dict[int, Array] = field(default_factory=dict)
+    value_sets: dict[int, ValueSet] = field(default_factory=dict)
     digests: dict[int, Digest] = field(default_factory=dict)
     digest_ids: dict[str, int] = field(default_factory=dict)
     packet_in: tuple[Field, ...] = ()
@@ -128,6 +139,9 @@ class P4InfoIndex:
         for reg in info.registers:
             width = reg.type_spec.bitstring.bit.bitwidth or reg.type_spec.bitstring.int.bitwidth
             index.registers[reg.preamble.id] = Array(reg.preamble.id, reg.preamble.name, reg.size, width)
+        for vs in info.value_sets:
+            fields = tuple(Field(m.id, m.name, m.bitwidth) for m in vs.match)
+            index.value_sets[vs.preamble.id] = ValueSet(vs.preamble.id, vs.preamble.name, vs.size, fields)
         for dig in info.digests:
             index.digests[dig.preamble.id] = _digest(dig, info)
             index.digest_ids[dig.preamble.name] = dig.preamble.id
@@ -156,6 +170,9 @@ class P4InfoIndex:
 
     def register(self, register_id: int) -> Array:
         return _lookup(self.registers, register_id, "register")
+
+    def value_set(self, value_set_id: int) -> ValueSet:
+        return _lookup(self.value_sets, value_set_id, "value set")
 
     def digest(self, digest_id: int) -> Digest:
         return _lookup(self.digests, digest_id, "digest")

@@ -15,6 +15,7 @@ serializable as the specification requires.
 | counters, direct counters | counters.py |
 | meters, direct meters | meters.py |
 | registers | registers.py |
+| parser value sets | value_sets.py |
 | multicast groups, clone sessions | replication.py |
 | digests (DigestEntry, DigestList, acks) | digests.py |
 | packet-out, packet-in | packet_io.py |
@@ -46,6 +47,7 @@ from p4switch.runtime.pipeline import PipelineConfigs
 from p4switch.runtime.registers import Registers
 from p4switch.runtime.replication import Replication
 from p4switch.runtime.table_entries import TableEntries
+from p4switch.runtime.value_sets import ValueSets
 
 API_VERSION = "1.4.1"
 MAX_MESSAGE = 256 << 20
@@ -66,7 +68,7 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
         handlers: list[EntityHandler] = [
             TableEntries(self.profiles), ActionProfileMembers(self.profiles),
             ActionProfileGroups(self.profiles), Counters(), DirectCounters(), Meters(), DirectMeters(),
-            Registers(), Replication(), self.digest_entries,
+            Registers(), ValueSets(), Replication(), self.digest_entries,
         ]
         self.handlers = {h.kind: h for h in handlers}
         self.pipelines = PipelineConfigs(device, log, self._committing)

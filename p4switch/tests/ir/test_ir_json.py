@@ -94,7 +94,8 @@ def test_each_union_has_the_kinds_of_the_docs() -> None:
         "advance", "verify", "emit", "call", "method", "digest",
     }  # fmt: skip
     assert kinds[ir.ExternInstance] == {
-        "counter", "direct_counter", "meter", "direct_meter", "register", "action_profile", "action_selector"
+        "counter", "direct_counter", "meter", "direct_meter", "register", "action_profile", "action_selector",
+        "value_set",
     }  # fmt: skip
 
 
@@ -127,12 +128,14 @@ def test_every_kind_of_every_union_round_trips() -> None:
             (
                 ir.SelectCase((ir.KeysetMask(0x10, 0xF0),), "s1"),
                 ir.SelectCase((ir.KeysetRange(1, 5),), "s2"),
+                ir.SelectCase((ir.KeysetValueSet("P.pvs"),), "s3"),
                 ir.SelectCase((ir.KeysetDefault(),), "accept"),
             ),
         ),
         ir.Entry((ir.MatchLpm(0x0A000000, 8), ir.MatchDontCare()), ir.EntryAction("C.a", (1,)), 3, "a:1:1"),
         ir.DirectMeter("C.dm", "bytes", "C.t", b8, "a:1:1", 7),
         ir.ActionSelector("C.sel", "crc16", 64, 16, 8, ("C.t",), "a:1:1", 9),
+        ir.ValueSet("P.pvs", 4, (16, 8), "a:1:1", 3),
     ]
     for node in samples:
         base = next((b for b in UNIONS if isinstance(node, b)), type(node))

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from finsy.proto import p4d, p4i, p4r
 
 from p4switch import stf
+from p4switch.conformance.driver import resolve
 from p4switch.dataplane import receive_frame
 from p4switch.engine import api as engine
 from p4switch.runtime import codec
@@ -134,6 +135,16 @@ class StfRun:
         self.client.write(update(MODIFY, register_entry=p4r.RegisterEntry(
             register_id=self.register_id(cmd.name), index=p4r.Index(index=cmd.index),
             data=p4d.P4Data(bitstring=codec.encode_uint(cmd.values["value"])))))
+
+    def do_value_set(self, cmd: stf.Command) -> None:
+        by_name = {v.name: v for v in self.index.value_sets.values()}
+        vs = by_name[resolve(cmd.name, by_name, "value set")]  # a suffix, as p4c's runner finds names
+        entry = p4r.ValueSetEntry(value_set_id=vs.id)
+        for values in cmd.tuples:
+            entry.members.add().match.extend(
+                p4r.FieldMatch(field_id=f.id, exact=p4r.FieldMatch.Exact(value=codec.encode_uint(v)))
+                for f, v in zip(vs.fields, values, strict=True))
+        self.client.write(update(MODIFY, value_set_entry=entry))
 
     # ------------------------------------------------------------------------- packets
     def do_packet(self, cmd: stf.Command) -> None:
