@@ -409,13 +409,14 @@ class Switch(ABC):
     def register_size(self, name: str) -> int:
         """Number of cells (for wildcard reads)."""
 
+    @abstractmethod
     def value_set_set(self, name: str, members: list[tuple[int, ...]]) -> None:
         """Replace the members of a parser value set (a tuple of one value per field of its type, one
         for bit<W>). Raises UnknownName, InvalidEntry (too many members, a value too wide)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def value_set_get(self, name: str) -> list[tuple[int, ...]]:
-        raise NotImplementedError
+        """The members of a parser value set."""
 
     # ----------------------------------------------------------------- packet replication engine
     @abstractmethod

@@ -135,13 +135,30 @@ class Inliner(Part):
         tree = sym.tree
         assert tree is not None
         if tree.data != "control_decl":
-            raise unsupported(pos, "applying a parser instance")
+            raise type_error(pos, f"parser {sym.qname} can only be applied in a parser state")
         if sym.qname in self.applied and any(
             d.data in ("table_decl", "instantiation") for d in tree.children[2:-1]
         ):  # its tables and extern instances exist once (p4c: a table applied twice is refused for BMv2)
             raise unsupported(pos, f"applying control instance {sym.qname} (with tables or externs) twice")
         self.applied.add(sym.qname)
-        params = kids(tree.children[0].children[3])
+        out, scope = self.bind_block(sym, args, nodes, pos, ctx)
+        saved = ctx.scopes, ctx.prefix
+        ctx.scopes, ctx.prefix = [self.fe.decls.globals, sym.ctor or {}, scope], sym.qname
+        for local in tree.children[2:-1]:
+            out.extend(self.fe.stmts.local_decl(local, ctx))
+        out.extend(self.without_returns(self.fe.stmts.block(tree.children[-1], ctx), sym, ctx))
+        ctx.scopes, ctx.prefix = saved
+        return out
+
+    def bind_block(
+        self, sym: Sym, args: list[Value], nodes: list[Node], pos: Pos, ctx: Ctx
+    ) -> tuple[list[ir.Stmt], dict[str, Sym]]:
+        """The parameters of an applied sub-control or sub-parser: lvalue arguments are passed by alias,
+        other `in` arguments by a fresh local, extern instances passed on; an `out` header of a sub-parser
+        starts invalid. The statements that fix the arguments' places and copy the others in, and the
+        scope naming the parameters."""
+        assert sym.tree is not None
+        params = kids(sym.tree.children[0].children[3])
         self.fe.calls.arity(args, len(params), pos, f"{sym.qname}.apply")
         scope: dict[str, Sym] = {}
         out: list[ir.Stmt] = []
@@ -156,16 +173,12 @@ class Inliner(Part):
                 pinned, a = self.fe.effects.pin_place(a, ctx, node)
                 out.extend(pinned)
                 scope[pname] = Sym("alias", t, value=Value(a.node, a.t, a.const, lv=not readonly))
+                if p.children[1].data == "dir_out" and t.k == "header" and sym.tree.data == "parser_decl":
+                    out.append(ir.SetInvalid(a.expr, str(pos)))
                 continue
             if p.children[1].data in ("dir_out", "dir_inout"):
                 raise type_error(self.pos(node), f"argument for {pname} must be an lvalue of type {t}")
             var = ctx.add_local(pname, t, self.pos(p))
             scope[pname] = Sym("var", t, var, readonly=True)
             out += self.fe.stmts.store_value(Value(ir.Var(var, t.to_ir()), t, lv=True), a, node, str(pos))
-        saved = ctx.scopes, ctx.prefix
-        ctx.scopes, ctx.prefix = [self.fe.decls.globals, sym.ctor or {}, scope], sym.qname
-        for local in tree.children[2:-1]:
-            out.extend(self.fe.stmts.local_decl(local, ctx))
-        out.extend(self.without_returns(self.fe.stmts.block(tree.children[-1], ctx), sym, ctx))
-        ctx.scopes, ctx.prefix = saved
-        return out
+        return out, scope

@@ -7,15 +7,16 @@ rejects with error.StackOutOfBounds. `lookahead<h_t>().f` becomes a slice of a l
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 from lark import Tree
 
 from p4switch import ir
 from p4switch.frontend.errors import Pos, type_error, unsupported
-from p4switch.frontend.scope import Ctx, Part
+from p4switch.frontend.scope import Ctx, Part, Sym
 from p4switch.frontend.source import Node, PTree, kids
 from p4switch.frontend.types import BOOL, Type, Value, bit, const
 
@@ -24,68 +25,165 @@ class _StackOutOfBounds(Exception):
     """`.next`/`.last` beyond the stack in an unrolled parser state: the state rejects there."""
 
 
+_Key = tuple[int, str, int, tuple[tuple[str, int], ...]]
+"""A state as unrolled: (frame, state name, first statement, header-stack positions)."""
+
+
+@dataclass(frozen=True)
+class _Return:
+    """Where a sub-parser's accept goes on: statement `index` of `state` of frame `frame`."""
+
+    frame: int
+    state: str
+    index: int
+
+
+@dataclass
+class _Frame:
+    """A parser being unrolled (the top parser, or one application of a sub-parser): its states, the
+    scopes and name prefix they are lowered with, the prefix of their labels, where its accept returns
+    (None: the top parser's accept), and the scope of each state interrupted by an apply."""
+
+    trees: dict[str, PTree]
+    scopes: list[dict[str, Sym]]
+    prefix: str
+    label: str
+    ret: _Return | None
+    locals: dict[tuple[str, int], dict[str, Sym]] = field(default_factory=dict)
+
+
 class Parsers(Part):
     """Lowers parser blocks; `lower_parser(decl)` is the parsers pass for one parser."""
 
     def lower_parser(self, decl: PTree) -> ir.Parser:
         """The parsers pass for one parser: its local declarations run first in the start state."""
         ctx = self.fe.stmts.new_ctx(decl, "parser")
-        body: list[ir.Stmt] = []
-        states = [c for c in decl.children[2:] if isinstance(c, Tree) and c.data == "parser_state"]
-        for c in decl.children[2:]:
-            if isinstance(c, Tree) and c.data != "parser_state":
-                body.extend(self.fe.stmts.local_decl(c, ctx))
-        names = {self.name(s.children[1]) for s in states}
-        if "start" not in names:
-            raise type_error(self.pos(decl), f"parser {ctx.block} has no start state")
-        out_states = self.unroll_states({self.name(s.children[1]): s for s in states}, ctx, names)
+        body, frame = self.enter(decl, ctx, "", None)
+        out_states = self.unroll_states(frame, ctx)
         if body:
             out_states[0] = replace(out_states[0], body=tuple(body) + out_states[0].body)
         return ir.Parser(ctx.block, self.src(decl), tuple(ctx.params), tuple(ctx.locals), tuple(out_states))
 
-    def unroll_states(self, trees: dict[str, PTree], ctx: Ctx, names: set[str]) -> list[ir.ParserState]:
+    def enter(self, decl: PTree, ctx: Ctx, label: str, ret: _Return | None) -> tuple[list[ir.Stmt], _Frame]:
+        """A parser's states to run with ctx's scopes and prefix (its parameters bound there), and its
+        local declarations lowered as the statements it starts with."""
+        states = [c for c in decl.children[2:] if isinstance(c, Tree) and c.data == "parser_state"]
+        body: list[ir.Stmt] = []
+        for c in decl.children[2:]:
+            if isinstance(c, Tree) and c.data != "parser_state":
+                body.extend(self.fe.stmts.local_decl(c, ctx))
+        trees = {self.name(s.children[1]): s for s in states}
+        if "start" not in trees:
+            raise type_error(
+                self.pos(decl), f"parser {self.name(decl.children[0].children[1])} has no start state"
+            )
+        return body, _Frame(trees, list(ctx.scopes), ctx.prefix, label, ret)
+
+    def unroll_states(self, top: _Frame, ctx: Ctx) -> list[ir.ParserState]:
         """Lower the states reachable from start, one copy per header-stack position (as p4c's unroller).
 
         `.next`, `.last` and `.lastIndex` then become constant indices: a state reached with stack
-        positions other than all-zero is named `state@i` (one number per stack in use).
+        positions other than all-zero is named `state@i` (one number per stack in use). A sub-parser
+        applied in a state (`p.apply(...)`) ends that state: its states follow, named `p.state`, and its
+        accept goes on with the rest of the calling state (`state~i`, i the statement after the apply).
         """
-        labels: dict[tuple[str, tuple[tuple[str, int], ...]], str] = {}
-        queue: list[tuple[str, tuple[tuple[str, int], ...]]] = []
+        frames = [top]
+        labels: dict[_Key, str] = {}
+        queue: list[_Key] = []
 
-        def label(name: str, positions: dict[str, int]) -> str:
+        def label(frame: int, name: str, index: int, positions: dict[str, int]) -> str:
+            ret = frames[frame].ret
+            if name == "accept" and ret is not None:  # a sub-parser's accept: the rest of its caller
+                return label(ret.frame, ret.state, ret.index, positions)
             if name in ("accept", "reject"):
                 return name
-            key = (name, tuple(sorted((k, v) for k, v in positions.items() if v)))
+            key = (frame, name, index, tuple(sorted((k, v) for k, v in positions.items() if v)))
             if key not in labels:
-                text = name + "".join(f"@{v}" for _, v in key[1])
+                text = frames[frame].label + name + (f"~{index}" if index else "")
+                text += "".join(f"@{v}" for _, v in key[3])
                 while text in labels.values():
                     text += "'"
                 labels[key] = text
                 queue.append(key)
             return labels[key]
 
-        label("start", {})
+        def apply(
+            sym: Sym, args: list[Value], nodes: list[Node], pos: Pos, at: _Key
+        ) -> tuple[list[ir.Stmt], str]:
+            """A sub-parser applied at statement `at[2] - 1` of a state: what starts it, and its start."""
+            assert sym.tree is not None
+            frames[at[0]].locals[(at[1], at[2])] = ctx.scopes[-1]  # for the rest of the calling state
+            stmts, scope = self.fe.inliner.bind_block(sym, args, nodes, pos, ctx)
+            saved = ctx.scopes, ctx.prefix
+            ctx.scopes, ctx.prefix = [self.fe.decls.globals, sym.ctor or {}, scope], sym.qname
+            try:
+                body, frame = self.enter(sym.tree, ctx, sym.qname.rsplit(".", 1)[-1] + ".", _Return(*at[:3]))
+            finally:
+                ctx.scopes, ctx.prefix = saved
+            frames.append(frame)
+            return stmts + body, label(len(frames) - 1, "start", 0, ctx.stack_next or {})
+
+        def goto(frame: int, name: str) -> str:
+            return label(frame, name, 0, ctx.stack_next or {})
+
+        label(0, "start", 0, {})
         out: list[ir.ParserState] = []
         while queue:
-            name, positions = queue.pop(0)
+            key = queue.pop(0)
+            frame = frames[key[0]]
             if len(out) > 1000:
-                raise unsupported(self.pos(trees[name]), "a parser that unrolls to more than 1000 states")
-            ctx.stack_next = dict(positions)
-            state = self.lower_state(trees[name], ctx, names, lambda n: label(n, ctx.stack_next or {}))
-            out.append(replace(state, name=labels[(name, positions)]))
+                raise unsupported(
+                    self.pos(frame.trees[key[1]]), "a parser that unrolls to more than 1000 states"
+                )
+            ctx.stack_next = dict(key[3])
+            saved = ctx.scopes, ctx.prefix
+            ctx.scopes, ctx.prefix = (
+                list(frame.scopes) + [frame.locals.get((key[1], key[2]), {})],
+                frame.prefix,
+            )
+            try:
+                state = self.lower_state(
+                    frame.trees[key[1]],
+                    key,
+                    ctx,
+                    set(frame.trees),
+                    functools.partial(goto, key[0]),
+                    apply,
+                )
+            finally:
+                ctx.scopes, ctx.prefix = saved
+            out.append(replace(state, name=labels[key]))
         ctx.stack_next = None
         return out
 
     def lower_state(
-        self, state: PTree, ctx: Ctx, names: set[str], goto: Callable[[str], str]
+        self,
+        state: PTree,
+        key: _Key,
+        ctx: Ctx,
+        names: set[str],
+        goto: Callable[[str], str],
+        apply: Callable[[Sym, list[Value], list[Node], Pos, _Key], tuple[list[ir.Stmt], str]],
     ) -> ir.ParserState:
-        ctx.scopes.append({})
+        """One state from its statement `key[2]` on (the scope ctx.scopes[-1] its locals so far)."""
         body: list[ir.Stmt] = []
         src = self.src(state)
         transition: ir.Transition
+        statements = state.children[2:-1]
         try:
-            for st in state.children[2:-1]:
-                body.extend(self.fe.stmts.stmt(st, ctx))
+            for i in range(key[2], len(statements)):
+                sub = self.applied_parser(statements[i], ctx)
+                if sub is not None:  # the rest of this state runs when the sub-parser accepts
+                    ctx.pre = []
+                    nodes = kids(statements[i].children[2])
+                    args = self.fe.effects.operands(nodes, ctx)
+                    stmts, start = apply(
+                        sub, args, nodes, self.pos(statements[i]), (key[0], key[1], i + 1, key[3])
+                    )
+                    body += ctx.pre + stmts
+                    ctx.pre = None
+                    return ir.ParserState(self.name(state.children[1]), src, tuple(body), ir.Goto(start))
+                body.extend(self.fe.stmts.stmt(statements[i], ctx))
             tr = state.children[-1]
             if tr is None:  # no transition statement: P4_16 says reject (p4c warns and accepts it)
                 transition = ir.Goto("reject")
@@ -101,8 +199,18 @@ class Parsers(Part):
         except _StackOutOfBounds:
             body.append(ir.Verify(const(False, BOOL).expr, "StackOutOfBounds", src))
             transition = ir.Goto("reject")
-        ctx.scopes.pop()
         return ir.ParserState(self.name(state.children[1]), src, tuple(body), transition)
+
+    def applied_parser(self, node: PTree, ctx: Ctx) -> Sym | None:
+        """The parser instance a statement `p.apply(...);` applies, if it is one."""
+        if node.data != "call_stmt":
+            return None
+        callee = self.fe.exprs.expr(node.children[0], ctx)
+        base = callee.extra.get("base")
+        if callee.t.k != "method" or callee.extra.get("method") != "apply" or base is None:
+            return None
+        sym = base.extra.get("sym") if base.t.k == "subcontrol" else None
+        return sym if sym is not None and sym.tree is not None and sym.tree.data == "parser_decl" else None
 
     def state_name(self, node: Node, names: set[str]) -> str:
         name = self.name(node)
