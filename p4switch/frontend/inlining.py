@@ -154,7 +154,7 @@ class Inliner(Part):
         self, sym: Sym, args: list[Value], nodes: list[Node], pos: Pos, ctx: Ctx
     ) -> tuple[list[ir.Stmt], dict[str, Sym]]:
         """The parameters of an applied sub-control or sub-parser: lvalue arguments are passed by alias,
-        other `in` arguments by a fresh local, extern instances passed on; an `out` header of a sub-parser
+        `in` arguments by a fresh local, extern instances passed on; an `out` header of a sub-parser
         starts invalid. The statements that fix the arguments' places and copy the others in, and the
         scope naming the parameters."""
         assert sym.tree is not None
@@ -169,8 +169,8 @@ class Inliner(Part):
             if t.k == "extern" and "inst" in a.extra and a.t.name == t.name:  # an extern instance passed on
                 scope[pname] = Sym("inst", t, a.extra["inst"].name)
                 continue
-            if a.lv and a.t == t:
-                pinned, a = self.fe.effects.pin_place(a, ctx, node)
+            if a.lv and a.t == t and p.children[1].data != "dir_in":  # `in`: a copy, as the callee may
+                pinned, a = self.fe.effects.pin_place(a, ctx, node)  # write the same place through another
                 out.extend(pinned)
                 scope[pname] = Sym("alias", t, value=Value(a.node, a.t, a.const, lv=not readonly))
                 if p.children[1].data == "dir_out" and t.k == "header" and sym.tree.data == "parser_decl":

@@ -172,10 +172,10 @@ class Parsers(Part):
         statements = state.children[2:-1]
         try:
             for i in range(key[2], len(statements)):
-                sub = self.applied_parser(statements[i], ctx)
-                if sub is not None:  # the rest of this state runs when the sub-parser accepts
+                applied = self.applied_parser(statements[i], ctx)
+                if applied is not None:  # the rest of this state runs when the sub-parser accepts
                     ctx.pre = []
-                    nodes = kids(statements[i].children[2])
+                    sub, nodes = applied
                     args = self.fe.effects.operands(nodes, ctx)
                     stmts, start = apply(
                         sub, args, nodes, self.pos(statements[i]), (key[0], key[1], i + 1, key[3])
@@ -201,8 +201,9 @@ class Parsers(Part):
             transition = ir.Goto("reject")
         return ir.ParserState(self.name(state.children[1]), src, tuple(body), transition)
 
-    def applied_parser(self, node: PTree, ctx: Ctx) -> Sym | None:
-        """The parser instance a statement `p.apply(...);` applies, if it is one."""
+    def applied_parser(self, node: PTree, ctx: Ctx) -> tuple[Sym, list[Node]] | None:
+        """The parser instance a statement `p.apply(...);` applies, if it is one, and its arguments in
+        parameter order (named ones placed, left-out ones by their default)."""
         if node.data != "call_stmt":
             return None
         callee = self.fe.exprs.expr(node.children[0], ctx)
@@ -210,7 +211,9 @@ class Parsers(Part):
         if callee.t.k != "method" or callee.extra.get("method") != "apply" or base is None:
             return None
         sym = base.extra.get("sym") if base.t.k == "subcontrol" else None
-        return sym if sym is not None and sym.tree is not None and sym.tree.data == "parser_decl" else None
+        if sym is None or sym.tree is None or sym.tree.data != "parser_decl":
+            return None
+        return sym, self.fe.calls.positional(callee, kids(node.children[2]), self.pos(node))
 
     def state_name(self, node: Node, names: set[str]) -> str:
         name = self.name(node)

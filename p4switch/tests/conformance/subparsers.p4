@@ -1,13 +1,15 @@
 /* Conformance: sub-parsers. A parser type instantiated twice and applied in the middle of a state (the
  * state's own local read after the applies), its out header and a header stack shared with the caller
  * (stack positions carry over both ways), its select's NoMatch and its stack overflow ending the whole
- * parser with that error. */
+ * parser with that error; a parser type applied directly (`Peek.apply(...)`) with a parameter left to its
+ * default value. */
 #include <core.p4>
 #include <v1model.p4>
 
 header r_t {
     bit<8> sum;  // s[0] + a, computed between the two applies
     bit<8> err;  // 0 NoError, 2 NoMatch, 3 StackOutOfBounds
+    bit<8> peek; // the byte after s[0], plus one
 }
 
 header t_t {
@@ -27,6 +29,14 @@ struct headers_t {
 
 struct meta_t {
     bit<8> sum;
+    bit<8> peek;
+}
+
+parser Peek(packet_in pkt, out bit<8> v, in bit<8> add = 1) {
+    state start {
+        v = pkt.lookahead<bit<8>>() + add;
+        transition accept;
+    }
 }
 
 parser Sub(packet_in pkt, out t_t t, inout s_t[2] s) {
@@ -50,6 +60,7 @@ parser SpParser(packet_in pkt, out headers_t hdr, inout meta_t meta, inout stand
 
     state start {
         pkt.extract(hdr.s.next);
+        Peek.apply(pkt, meta.peek);
         bit<8> first = hdr.s[0].v;
         p1.apply(pkt, hdr.a, hdr.s);
         meta.sum = first + hdr.a.v;
@@ -65,6 +76,7 @@ control SpIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
         sm.egress_spec = 1;
         hdr.r.setValid();
         hdr.r.sum = meta.sum;
+        hdr.r.peek = meta.peek;
         if (sm.parser_error == error.NoError) {
             hdr.r.err = 0;
         } else if (sm.parser_error == error.NoMatch) {
