@@ -7,6 +7,7 @@ instantiations. Header and struct types become their IR declarations here; nothi
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +44,8 @@ class Declarations(Part):
         self.member_types: dict[tuple[str, str], list[tuple[str, Type]]] = {}  # (header|struct, name)
         self.header_annos: dict[str, dict[str, list[Any]]] = {}
         self.tuples: dict[tuple[Type, ...], str] = {}  # tuple types by their element types
+        self.new_types: dict[str, tuple[int, dict[str, list[Any]]]] = {}  # `type` declarations: width, annos
+        self.field_type_names: dict[str, list[str]] = {}  # per header type, its fields' `type` names
         self.field_names: dict[tuple[str, str], str] = {}  # (type, field) -> its @name, for P4Info key names
 
     def declare_all(self, tree: PTree) -> None:
@@ -74,6 +77,14 @@ class Declarations(Part):
     def decl_typedef_decl(self, decl: PTree) -> None:
         self.types[self.name(decl.children[2])] = ("typedef", self.resolve_type(decl.children[1]))
 
+    def decl_newtype_decl(self, decl: PTree) -> None:
+        """`type bit<W> T;`: bit<W> for the program, T by name in P4Info (type_name, type_info.new_types)."""
+        name = self.name(decl.children[2])
+        t = self.resolve_type(decl.children[1])
+        self.types[name] = ("typedef", dataclasses.replace(t, newtype=name) if t.is_bits else t)
+        if t.is_bits:
+            self.new_types[name] = (t.w, self.annos(decl.children[0]))
+
     def fields(self, decl: PTree) -> list[tuple[str, Type, dict[str, list[Any]], PTree]]:
         out = []
         for f in decl.children[2:]:
@@ -104,6 +115,7 @@ class Declarations(Part):
         self.headers[name] = ir.HeaderType(tuple(fields), bits, ch[0] if ch else None)
         self.member_types[("header", name)] = members
         self.header_annos[name] = annos
+        self.field_type_names[name] = [t.newtype for _, t in members] if len(members) == len(fields) else []
         self.types[name] = ("header", None)
 
     def header_fields(self, fname: str, t: Type, node: PTree) -> list[ir.HeaderField]:

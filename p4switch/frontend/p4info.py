@@ -182,6 +182,10 @@ class Extras:
     action_refs: dict[tuple[str, str], Annos]  # (table, action): the annotations of an actions-list item
     called_actions: list[str]
     value_set_fields: dict[str, list[str]]  # the field names of a value set of a struct type
+    type_names: dict[
+        str, list[str]
+    ]  # the `type` names of a table's keys, an action's params, a header's fields
+    new_types: dict[str, tuple[int, Annos]]  # each `type` declaration of bit<W>: W and its annotations
 
 
 def assign_ids(program: ir.Program, x: Extras) -> tuple[ir.Program, Ids]:
@@ -248,6 +252,7 @@ def build(program: ir.Program, x: Extras, ids: Ids) -> p4i.P4Info:
             for i, p in enumerate(a.params, 1):
                 param = msg.params.add(id=i, name=p.name, bitwidth=ir.width(p.type))
                 annotate(param, x.params[a.name][i - 1])
+                _type_name(info, param, x, a.name, i - 1)
     for name in dict.fromkeys(x.called_actions):
         if name not in used | hidden:  # called from a control body: no parameters (p4c removes them)
             msg = info.actions.add()
@@ -256,7 +261,7 @@ def build(program: ir.Program, x: Extras, ids: Ids) -> p4i.P4Info:
     ext_id = {e.name: e.p4info_id for e in program.externs}
     for t in program.tables:
         if t.name in listed:
-            _table(info.tables.add(), t, ids, ext_id, preamble, hidden, x)
+            _table(info, t, ids, ext_id, preamble, hidden, x)
     for e in program.externs:
         if not isinstance(e, ir.DirectCounter | ir.DirectMeter) or e.table in listed:
             _extern(info, e, ids, preamble, x, listed)
@@ -279,16 +284,44 @@ def build(program: ir.Program, x: Extras, ids: Ids) -> p4i.P4Info:
         msg.preamble.name = msg.preamble.alias = h.controller_header
         annotate(msg.preamble, x.headers[name])
         for i, hf in enumerate(h.fields, 1):
-            msg.metadata.add(id=i, name=hf.name, bitwidth=hf.w)
+            _type_name(info, msg.metadata.add(id=i, name=hf.name, bitwidth=hf.w), x, name, i - 1)
     if any(isinstance(k.type, ir.TError) for t in program.tables if t.name in listed for k in t.keys):
         info.type_info.error.members.extend(program.errors)  # p4c describes the error type a key uses
     info.type_info.SetInParent()  # p4c writes it, empty or not
     return info
 
 
+def _type_name(info: p4i.P4Info, msg: Any, x: Extras, owner: str, i: int) -> None:
+    """The `type` a param, match field or metadata was declared with, as p4c names it (and lists the type
+    in type_info.new_types: its bit<W>, or its @p4runtime_translation)."""
+    names = x.type_names.get(owner, [])
+    name = names[i] if i < len(names) else ""
+    if not name or name not in x.new_types:
+        return
+    msg.type_name.name = name
+    if name in info.type_info.new_types:  # listed by an earlier reference
+        return
+    width, annos = x.new_types[name]
+    new = info.type_info.new_types[name]
+    translation = annos.get("p4runtime_translation")
+    if translation:
+        new.translated_type.uri = str(translation[0])
+        new.translated_type.sdn_bitwidth = int(translation[1])
+    else:
+        new.original_type.bitstring.bit.bitwidth = width
+    annotate(new, {k: v for k, v in annos.items() if k != "p4runtime_translation"})
+
+
 def _table(
-    msg: Any, t: ir.Table, ids: Ids, ext_id: dict[str, int], preamble: Any, hidden: set[str], x: Extras
+    info: p4i.P4Info,
+    t: ir.Table,
+    ids: Ids,
+    ext_id: dict[str, int],
+    preamble: Any,
+    hidden: set[str],
+    x: Extras,
 ) -> None:
+    msg = info.tables.add()
     preamble(msg, TABLE, t.name)
     annotate(msg.preamble, x.tables.get(t.name, {}))
     key_annos = x.keys.get(t.name, [{}] * len(t.keys))
@@ -297,6 +330,7 @@ def _table(
         width = 0 if isinstance(k.type, ir.TError) else ir.width(k.type)  # p4c gives an error none
         field = msg.match_fields.add(id=i, name=k.name, bitwidth=width, match_type=_MATCH[k.match])
         annotate(field, annos)
+        _type_name(info, field, x, t.name, t.keys.index(k))
     for a in (a for a in t.actions if a.name not in hidden):
         ref = msg.action_refs.add(id=ids[(ACTION, a.name)], scope=_SCOPE[a.scope])
         # as written in the actions list; the NoAction the front end adds is @defaultonly

@@ -68,4 +68,6 @@ class FrontEnd:
             t.action_ref_annos,
             t.called_actions,
             self.v1.value_set_fields,
+            {**t.type_names, **self.decls.field_type_names},
+            self.decls.new_types,
         )

@@ -40,6 +40,7 @@ class Tables(Part):
         # actions a control body calls directly (p4c lists those too)
         self.key_annos: dict[str, list[dict[str, list[Any]]]] = {}
         self.param_annos: dict[str, list[dict[str, list[Any]]]] = {}
+        self.type_names: dict[str, list[str]] = {}  # per table its keys', per action its params' `type`s
         self.called_actions: list[str] = []
         self.action_ref_annos: dict[tuple[str, str], dict[str, list[Any]]] = {}  # (table, action)
         # the arguments an actions list binds to an action's directional parameters: (block, their text)
@@ -53,6 +54,9 @@ class Tables(Part):
             if prop.data == "key_prop":
                 keys = tuple(self.table_key(k, ctx) for k in prop.children)
                 self.key_annos[fq] = [self.annos(k.children[2]) for k in prop.children]
+                self.type_names[fq] = [
+                    self.fe.exprs.expr(k.children[0], ctx).t.newtype for k in prop.children
+                ]
         actions: tuple[ir.ActionRef, ...] = ()
         for prop in props:
             if prop.data == "actions_prop":
@@ -407,6 +411,7 @@ class Tables(Part):
     def data_params(self, action: str, params: list[PTree], actx: Ctx) -> list[ir.ActionParam]:
         """The action's directionless parameters, as action data in the scope of its body."""
         self.param_annos[action] = [self.annos(p.children[0]) for p in params]
+        self.type_names[action] = [self.fe.decls.resolve_type(p.children[2]).newtype for p in params]
         out: list[ir.ActionParam] = []
         actx.scopes.append({})
         for p in params:

@@ -39,6 +39,8 @@ class Type:
     name: str = ""
     size: int = 0
     args: tuple[Type, ...] = ()
+    newtype: str = field(default="", compare=False)
+    """the `type` declaration this type was named by (P4Info's type_name), not part of its identity"""
 
     @property
     def in_ir(self) -> bool:

@@ -309,3 +309,34 @@ def test_objects_names_and_annotations_as_p4c(compile_text: Callable[..., Compil
     switch = loader.load(prog.ir_json())  # the engine takes the action data by P4Info's name
     switch.table_set_default("I.t", ActionCall("I.a", {"value": 9}))
     assert switch.process(0, bytes(12) + b"\x08\x00")[0][1][6:12] == bytes(5) + b"\x09"
+
+
+def test_type_declarations_are_named_in_p4info(compile_text: Callable[..., Compiled]) -> None:
+    """A `type` (also through a typedef) names its key, param or metadata (type_name) and is listed in
+    type_info.new_types: its bit<W>, or its @p4runtime_translation; a typedef is not a type of its own."""
+    types = (
+        'typedef bit<16> ethertype_t;\n@p4runtime_translation("example.org/mac", 48) @tag\n'
+        "type bit<48> mac_t;\ntype ethertype_t proto_t;\ntypedef proto_t proto_alias_t;\n"
+        "header eth_t { mac_t dst; bit<48> src; proto_alias_t type_; }"
+    )
+    body = """
+    action set(mac_t m, proto_t p, bit<8> plain) { hdr.eth.dst = m; hdr.eth.type_ = p; meta.m8 = plain; }
+    table t { key = { hdr.eth.dst: exact; hdr.eth.type_: exact; hdr.eth.src: exact; } actions = { set; } }
+    apply { t.apply(); }"""
+    info = compile_text(
+        TEMPLATE.replace("header eth_t { bit<48> dst; bit<48> src; bit<16> type_; }", types).replace(
+            "{BODY}", body
+        )
+    ).p4info
+    keys = by_name(info.tables)["I.t"].match_fields
+    assert [k.type_name.name for k in keys] == ["mac_t", "proto_t", ""]
+    params = by_name(info.actions)["I.set"].params
+    assert [p.type_name.name for p in params] == ["mac_t", "proto_t", ""]
+    new = info.type_info.new_types
+    assert set(new) == {"mac_t", "proto_t"}
+    assert (new["mac_t"].translated_type.uri, new["mac_t"].translated_type.sdn_bitwidth) == (
+        "example.org/mac",
+        48,
+    )
+    assert list(new["mac_t"].annotations) == ["@tag"]
+    assert new["proto_t"].original_type.bitstring.bit.bitwidth == 16
