@@ -18,7 +18,7 @@ from p4switch import ir
 from p4switch.frontend.errors import Pos, type_error, unsupported
 from p4switch.frontend.scope import Ctx, Part, Sym
 from p4switch.frontend.source import Node, PTree, kids
-from p4switch.frontend.types import BOOL, Type, Value, bit, const
+from p4switch.frontend.types import BOOL, Type, Value, bit, const, member
 
 
 class _StackOutOfBounds(Exception):
@@ -293,10 +293,57 @@ class Parsers(Part):
             if len(targs) == 1 and targs[0].k == "header":
                 # only its fields are used (`lookahead<h_t>().f`): member_of slices a bit lookahead
                 return [], Value(None, Type("lookahead_header", name=targs[0].name))
+            if len(targs) == 1 and targs[0].k in ("struct", "stack"):
+                return self.lookahead_value(targs[0], ctx, pos)
             if len(targs) != 1 or not targs[0].is_bits:
-                raise unsupported(pos, "lookahead of anything but bit<W>/int<W> or a header's fields")
+                raise unsupported(
+                    pos, "lookahead of anything but bit<W>/int<W>, a struct or a header's fields"
+                )
             return [], Value(ir.Lookahead(targs[0].to_ir()), targs[0])
         raise unsupported(pos, f"packet_in.{method}")
+
+    def lookahead_value(self, t: Type, ctx: Ctx, pos: Pos) -> tuple[list[ir.Stmt], Value]:
+        """`lookahead<T>()` of a struct (or stack): a fresh local of type T whose headers are valid and
+        whose fields are the next bits of the packet, in order (nothing is consumed)."""
+        var = ir.Var(ctx.add_local("lookahead", t, pos), t.to_ir())
+        leaves: list[tuple[ir.Expr, int]] = []
+        valid: list[ir.Stmt] = []
+        self.leaves(var, t, leaves, valid, pos)
+        total = sum(w for _, w in leaves)
+        bits = ir.Lookahead(ir.TBit(total))
+        stmts: list[ir.Stmt] = list(valid)
+        hi = total - 1
+        for leaf, w in leaves:
+            value: ir.Expr = ir.Slice(bits, hi, hi - w + 1, ir.TBit(w))
+            if not isinstance(leaf.type, ir.TBit):
+                value = ir.Cast(value, leaf.type)
+            stmts.append(ir.Assign(leaf, value, str(pos)))
+            hi -= w
+        if ctx.pre is None:
+            raise unsupported(pos, "lookahead of a struct outside a statement")
+        ctx.pre.extend(stmts)
+        return [], Value(var, t)
+
+    def leaves(
+        self, e: ir.Expr, t: Type, out: list[tuple[ir.Expr, int]], valid: list[ir.Stmt], pos: Pos
+    ) -> None:
+        """The bit fields of a value of type t, in packet order; `valid` gets a setValid per header."""
+        if t.k == "header":
+            valid.append(ir.SetValid(e, str(pos)))
+            for f in self.fe.decls.headers[t.name].fields:
+                if f.varbit:
+                    raise unsupported(pos, "lookahead of a header with a varbit field")
+                out.append((ir.Member(e, f.name, ir.TInt(f.w) if f.signed else ir.TBit(f.w)), f.w))
+        elif t.k == "struct":
+            for fname, ft in self.fe.decls.members(t):
+                self.leaves(member(e, fname, ft.to_ir()), ft, out, valid, pos)
+        elif t.k == "stack":
+            for i in range(t.size):
+                self.leaves(ir.Index(e, i, t.elem.to_ir()), t.elem, out, valid, pos)
+        elif t.is_bits or t.k == "bool":
+            out.append((e, t.w if t.is_bits else 1))
+        else:
+            raise unsupported(pos, f"lookahead of {t}")
 
     def extract(self, args: list[Value], nodes: list[Node], pos: Pos, ctx: Ctx) -> list[ir.Stmt]:
         """`extract(h)`, or `extract(h, bits)` of a header with a varbit field (`bits` its length)."""
