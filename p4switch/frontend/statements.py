@@ -11,6 +11,7 @@ from __future__ import annotations
 from lark import Tree
 
 from p4switch import ir
+from p4switch.frontend.declarations import MEMBER_KINDS
 from p4switch.frontend.errors import Pos, type_error, unsupported
 from p4switch.frontend.scope import Ctx, Part, Sym
 from p4switch.frontend.source import Node, PTree, kids
@@ -202,7 +203,7 @@ class Statements(Part):
 
     def var_decl(self, node: PTree, ctx: Ctx) -> list[ir.Stmt]:
         t = self.fe.decls.resolve_type(node.children[1])
-        if t.k not in ("bit", "int", "varbit", "bool", "header", "struct", "stack", "error", "enum"):
+        if t.k not in MEMBER_KINDS:
             raise unsupported(self.pos(node), f"local variable of type {t}")
         name = self.declared(node.children[2], ctx)
         var = ctx.add_local(name, t, self.pos(node))

@@ -1,6 +1,6 @@
 /* Conformance: header unions. A member becomes valid by extract, setValid or a copy of a valid header, and
  * the other members then become invalid; isValid() of a union (also as a table key); a union copied as a
- * whole; emit of a union (its valid member); a stack of unions parsed with .next. */
+ * whole (also into a local); emit of a union (its valid member); a stack of unions parsed with .next. */
 #include <core.p4>
 #include <v1model.p4>
 
@@ -82,6 +82,10 @@ control HuIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
     apply {
         sm.egress_spec = 1;
         valid_u.apply();
+        ab_u local = hdr.u;  // a local union
+        if (local.a.isValid()) {
+            hdr.tag.kind = hdr.tag.kind | 0x40;
+        }
         hdr.copy = hdr.u;
         if (hdr.copy.b.isValid()) {
             hdr.copy.a.setValid();  // copy.b becomes invalid
