@@ -205,6 +205,8 @@ class CCodegen:
             o.indent()
             o.line("uint8_t valid_;")
             for f in h.fields:
+                if f.varbit:  # its length is known at run time only
+                    raise NativeUnsupported(f"header {name}: varbit field {f.name}")
                 if f.w > MAX_WIDTH:
                     raise NativeUnsupported(f"header {name}: field {f.name} is wider than {MAX_WIDTH} bits")
                 o.line(f"{'s' if f.signed else 'u'}{64 if f.w <= 64 else 128} f_{cid(f.name)};")
@@ -903,6 +905,8 @@ class CCodegen:
             var = self.fresh("k")
             o.line(f"{self.ctype(k.type)} {var} = {self.expr(k, sc)};")
             keys.append((var, k.type))
+        if any(isinstance(ks, ir.KeysetValueSet) for case in tr.cases for ks in case.keysets):
+            raise self.unsupported(tr, "a parser value set")  # its members are set at run time
         for case in tr.cases:
             conds = []
             for (var, t), ks in zip(keys, case.keysets, strict=True):

@@ -41,7 +41,11 @@ from p4switch.engine.api import (
 from p4switch.native.fuzz import default_seeds
 
 REPO = Path(__file__).resolve().parents[2]
-NOT_NATIVE = {"resubmit_recirculate.p4": "resubmit_preserving_field_list"}
+NOT_NATIVE = {
+    "resubmit_recirculate.p4": "resubmit_preserving_field_list",
+    "value_sets.p4": "a parser value set",
+    "varbit.p4": "varbit field",
+}
 """test programs the native engine does not run yet (the Python engine runs them) and the construct its
 fallback note names"""
 CHECK_EVERY = 500
