@@ -37,6 +37,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.cmac import CMAC
+from cryptography.hazmat.primitives.kdf.kbkdf import KBKDFCMAC, CounterLocation, Mode
 
 WRAP_VERSION = 1
 WRAP_HEADER_LEN = 4
@@ -178,16 +179,16 @@ def prf(key: Key | bytes, message: bytes) -> bytes:
 
 
 def kdf_counter(key: Key, label: bytes, context: bytes, length: int) -> bytes:
-    """NIST SP 800-108 KDF in counter mode with AES-CMAC as PRF.
+    """NIST SP 800-108 KDF in counter mode with AES-CMAC as PRF (cryptography's ``KBKDFCMAC``).
 
     Block i (i = 1, 2, ...) = CMAC(key, [i]_8 || label || 0x00 || context || [8*length]_16); the output is
     the blocks concatenated and cut to ``length`` bytes.  Used where a derived key must be 256 bits.
     """
     if not 0 < length <= 255 * PRF_LEN:
         raise IbsecKeyError(f"derived key length {length} out of range")
-    fixed = label + b"\0" + context + (8 * length).to_bytes(2, "big")
-    blocks = (prf(key, bytes((i,)) + fixed) for i in range(1, -(-length // PRF_LEN) + 1))
-    return b"".join(blocks)[:length]
+    kdf = KBKDFCMAC(algorithms.AES, Mode.CounterMode, length, rlen=1, llen=2,
+                    location=CounterLocation.BeforeFixed, label=label, context=context, fixed=None)
+    return kdf.derive(key.material)
 
 
 @dataclass(frozen=True, order=True)
