@@ -21,10 +21,12 @@ from p4switch import targets
 
 sys.path.insert(0, str(Path(__file__).parent / "lib"))
 
+import finsy as fy  # noqa: E402
+from base_test import table_entry  # noqa: E402
 from dataplane_harness import DEVICE_ID, Switch, running_switch, unavailable  # noqa: E402
+from finsy.p4entity import P4Entity  # noqa: E402
 from finsy.proto import p4r  # noqa: E402
 from ibsec_test import build_rc_send, dst_id, gid  # noqa: E402
-from p4info_helper import P4InfoHelper  # noqa: E402
 from p4runtime_client import P4RuntimeClient  # noqa: E402
 
 HOST_PORT, OUT_PORT, FABRIC_PORT = 1, 2, 3
@@ -41,9 +43,9 @@ class Bench:
     """One switch, its P4Runtime client, and raw sockets on the tester side of its ports."""
 
     def __init__(self, switch: Switch) -> None:
-        self.p4info = P4InfoHelper.from_file(switch.p4info)
+        self.schema = fy.P4Schema(Path(switch.p4info))
         self.client = P4RuntimeClient(switch.grpc_addr, DEVICE_ID)
-        self.client.set_pipeline(self.p4info.p4info, switch.device_config.read_bytes(), cookie=1)
+        self.client.set_pipeline(self.schema.p4info, switch.device_config.read_bytes(), cookie=1)
         self.senders = {}
         for port in (HOST_PORT, FABRIC_PORT):
             sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
@@ -54,9 +56,10 @@ class Bench:
         self.receiver.settimeout(RECEIVE_TIMEOUT)
         self.written: list[p4r.Entity] = []
 
-    def insert(self, entity: p4r.Entity) -> None:
-        self.client.write(p4r.Update.INSERT, entity)
-        self.written.append(entity)
+    def insert(self, entity: P4Entity) -> None:
+        message = entity.encode(self.schema)
+        self.client.write(p4r.Update.INSERT, message)
+        self.written.append(message)
 
     def clear_policy(self) -> None:
         """Delete what the last policy installed."""
@@ -64,12 +67,12 @@ class Bench:
             self.client.write(p4r.Update.DELETE, self.written.pop())
 
     def table(self, table: str, match: dict[str, int], action: str) -> None:
-        self.insert(self.p4info.table_entry(table, match, action))
+        self.insert(table_entry(table, match, action))
 
     def lookups(self) -> int:
         total = 0
         for port in (HOST_PORT, FABRIC_PORT):
-            (cell,) = self.client.read(self.p4info.counter_cell("partition_lookups", port))
+            (cell,) = self.client.read(fy.P4CounterEntry("partition_lookups", index=port).encode(self.schema))
             total += int(cell.counter_entry.data.packet_count)
         return total
 
@@ -100,12 +103,14 @@ class Bench:
 
 def program_fabric(bench: Bench) -> None:
     """Port roles and the one route every benchmark packet takes."""
-    bench.client.write(p4r.Update.INSERT, bench.p4info.table_entry(
-        "port_roles_table", {"standard_metadata.ingress_port": HOST_PORT}, "seed_host_mark", {"mf_seed": 0}))
-    bench.client.write(p4r.Update.INSERT, bench.p4info.table_entry(
-        "port_roles_table", {"standard_metadata.ingress_port": FABRIC_PORT}, "keep_mark"))
-    bench.client.write(p4r.Update.INSERT, bench.p4info.table_entry(
-        "routes_table", {"meta.dst_id": (dst_id(gid(0x20)), 80)}, "forward", {"port": OUT_PORT}))
+    fabric = [
+        table_entry("port_roles_table", {"standard_metadata.ingress_port": HOST_PORT}, "seed_host_mark",
+                    {"mf_seed": 0}),
+        table_entry("port_roles_table", {"standard_metadata.ingress_port": FABRIC_PORT}, "keep_mark"),
+        table_entry("routes_table", {"meta.dst_id": (dst_id(gid(0x20)), 80)}, "forward", {"port": OUT_PORT}),
+    ]
+    for entity in fabric:
+        bench.client.write(p4r.Update.INSERT, entity.encode(bench.schema))
 
 
 def valid_list(bench: Bench, ports: tuple[int, ...]) -> None:

@@ -3,6 +3,7 @@ P_Key Violation Counter read back over P4Runtime to the packet, and no lookup at
 
 from __future__ import annotations
 
+from base_test import table_entry
 from ibsec.marking import DdpmLayout, Kind
 from ibsec_test import IbsecTest, build_rc_send, gid
 
@@ -110,10 +111,10 @@ class SifFlushEndsFiltering(PartitionTest):
     in mode off (no lookups) and the formerly filtered P_Key passes."""
 
     def runTest(self) -> None:
-        mode = self.p4info.table_entry("partition_mode_table", {"standard_metadata.ingress_port": HOST_PORT},
-                                       "filter_invalid_list")
-        invalid = self.p4info.table_entry("invalid_pkeys", {"standard_metadata.ingress_port": HOST_PORT,
-                                                            "hdr.bth.p_key": BAD_PKEY}, "reject_pkey")
+        mode = table_entry("partition_mode_table", {"standard_metadata.ingress_port": HOST_PORT},
+                           "filter_invalid_list")
+        invalid = table_entry("invalid_pkeys", {"standard_metadata.ingress_port": HOST_PORT,
+                                                "hdr.bth.p_key": BAD_PKEY}, "reject_pkey")
         self.insert(mode)
         self.insert(invalid)
         self.send_pkeys(HOST_PORT, BAD_PKEY, 3, passes=False)

@@ -3,6 +3,7 @@ off-site routes and the non-IPv6 policy."""
 
 from __future__ import annotations
 
+from base_test import table_entry
 from ibsec_test import IbsecTest, build_non_ipv6, build_rc_send, gid
 
 IN_PORT = 1
@@ -65,8 +66,7 @@ class GroupMemberMissing(RoutingTest):
         flows = [bytes(build_rc_send(dst=gid(0x20), dest_qp=0x200 + n, flow_label=n)) for n in range(24)]
         before = self.ports_used(flows)
         member = {"meta.route_group": group, "meta.route_member": 1}  # SPREAD_PORTS[1]
-        self.delete(self.p4info.table_entry("route_groups_table", member, "forward",
-                                            {"port": SPREAD_PORTS[1]}))
+        self.delete(table_entry("route_groups_table", member, "forward", {"port": SPREAD_PORTS[1]}))
         unrouted = self.drops("NO_ROUTE")
         for frame, port in zip(flows, before, strict=True):
             self.send(IN_PORT, frame)
