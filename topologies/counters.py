@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
+import finsy as fy
 import grpc
-from finsy.proto import p4i, p4r, p4r_grpc
-from google.protobuf import text_format
+from finsy.proto import p4r, p4r_grpc
 from ibsm import entries
 
 from . import network, run
@@ -22,13 +22,11 @@ Cells = dict[tuple[str, int], int]  # packets per (switch, counter index)
 
 
 class SwitchReads:
-    """Counter cells and table entries of every switch of ``fabric_run``, by P4Info name."""
+    """Counter cells and table entries of every switch of ``fabric_run``, by P4Info name (finsy's
+    P4Schema gives the ids and encodes the wildcard reads)."""
 
     def __init__(self, fabric_run: run.FabricRun) -> None:
-        info = p4i.P4Info()
-        text_format.Parse(network.build_program(fabric_run.target).p4info.read_text(), info)
-        self.ids = {c.preamble.name: c.preamble.id for c in info.counters}
-        self.ids |= {t.preamble.name: t.preamble.id for t in info.tables}
+        self.schema = fy.P4Schema(network.build_program(fabric_run.target).p4info)
         doc = json.loads(fabric_run.topology_file.read_text())
         self.switches = {s["name"]: (s["address"], int(s["device_id"])) for s in doc["switches"]}
         self.credentials = None
@@ -51,13 +49,13 @@ class SwitchReads:
 
     def counter(self, name: str, switch: str | None = None) -> Cells:
         """Packets per (switch, index) of counter ``name``, on ``switch`` or on every switch."""
-        entity = p4r.Entity(counter_entry=p4r.CounterEntry(counter_id=self.ids[name]))
+        entity = fy.P4CounterEntry(name).encode(self.schema)
         return {(sw, e.counter_entry.index.index): int(e.counter_entry.data.packet_count)
                 for sw in ([switch] if switch else self.switches) for e in self._read(sw, entity)}
 
     def entries(self, table: str) -> dict[str, int]:
         """How many entries ``table`` holds, per switch."""
-        entity = p4r.Entity(table_entry=p4r.TableEntry(table_id=self.ids[table]))
+        entity = fy.P4TableEntry(table).encode(self.schema)
         return {sw: sum(1 for _ in self._read(sw, entity)) for sw in self.switches}
 
     def violations(self) -> Cells:
