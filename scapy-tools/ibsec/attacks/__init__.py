@@ -16,5 +16,10 @@ tool                    attack                                       stopped by
 ``forge_dreq``          CM DREQ with sniffed communication ids       CM authentication (modes 1-4)
 ``forge_trap``          trap 257 naming an innocent host             MAD authentication at the SM
 ``trap_flood``          many traps at the SM                         MAD authentication, punt meter
+``predict``             guess the next QPN, R_Key, starting PSN and  all four drawn at random by the agent
+                        region address from observed connections
+                        (ReDMArk)
+``qp_error``            fatal NAKs and invalid requests that force   PSN, mode and MAC checked before any QP
+                        a victim QP into the error state (ReDMArk)   state changes; no fatal NAK taken
 ======================  ===========================================  =========================================
 """

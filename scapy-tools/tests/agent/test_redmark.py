@@ -1,0 +1,130 @@
+"""ReDMArk's attacks (Rothenberger et al., USENIX Security 2021) against our agents, in-process: each tool of
+ibsec.attacks on the frames the agents really exchanged, with the same agents made predictable (the
+allocators ReDMArk found on RNICs, and ours before issue 14) as the baseline that shows the tool works."""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from ibsec.agent.adapter import FIRST_QPN, Adapter
+from ibsec.agent.counters import Drop
+from ibsec.agent.frames import Builder, gid_bytes, parse
+from ibsec.agent.memory import ADDRESS_SPACE, PAGE
+from ibsec.agent.qp import QueuePair, Scope, Service, State
+from ibsec.attacks import predict, qp_error
+from scapy.layers.l2 import Ether
+from scapy.utils import wrpcap
+
+from .loopback import SECURE_PKEY, Loopback
+
+WAIT = 30.0  # seconds an expected effect may take on a loaded machine (it comes in milliseconds)
+CONNECTIONS = 40
+WINDOW = 16
+
+
+@pytest.fixture
+def loop(tmp_path: Path) -> Iterator[Loopback]:
+    link = Loopback(tmp_path)
+    yield link
+    link.close()
+
+
+def make_predictable(loop: Loopback) -> None:
+    """The victim's allocators as ReDMArk found them: QPNs in sequence, regions at a fixed base plus a
+    slot, R_Keys with a fixed stride (a key index above an 8-bit key, as on ConnectX). Starting PSNs stay
+    random, as they were in our agent before issue 14."""
+    victim = loop.adapters[1]
+    qpns = itertools.count(FIRST_QPN)
+    slots = itertools.count()
+    rkeys = itertools.count(0x1000, 0x100)
+    victim._fresh_qpn = lambda: next(qpns)  # type: ignore[method-assign]
+    victim.memory._fresh_address = lambda length: ADDRESS_SPACE[0] + next(slots) * PAGE  # type: ignore[method-assign]
+    victim.memory._fresh_rkey = lambda: next(rkeys)  # type: ignore[method-assign]
+
+
+def observed_connections(loop: Loopback, tmp_path: Path) -> Path:
+    """CONNECTIONS connections of adapter 0 to adapter 1, one region and one RDMA WRITE each, as a pcap."""
+    a, b = loop.adapters
+    for i in range(CONNECTIONS):
+        qp = a.cm.connect(b.gid, Service.RC, SECURE_PKEY, 0, Scope.PARTITION, WAIT)
+        region = b.reg_mr(64, SECURE_PKEY)
+        a.post_write(qp.qpn, region.addr, region.r_key, f"write {i}".encode())
+        assert a.wait_outstanding(qp.qpn, 0, WAIT)
+    pcap = tmp_path / "observed.pcap"
+    wrpcap(str(pcap), [Ether(frame) for frame in loop.frames])
+    return pcap
+
+
+def predicted(pcap: Path, victim_gid: str, capsys: pytest.CaptureFixture[str]) -> dict[str, dict[str, float]]:
+    """The predict tool's verdict on the capture, per field."""
+    assert predict.main(["--pcap", str(pcap), "--dst-gid", victim_gid, "--window", str(WINDOW)]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(lines) == 1 and lines[0]["target"] == victim_gid
+    return {name: lines[0][name] for name in predict.BITS}
+
+
+@pytest.mark.parametrize("predictable", [False, True], ids=["our-agent", "sequential-baseline"])
+def test_qpn_rkey_psn_and_address_prediction(loop: Loopback, tmp_path: Path, predictable: bool,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    if predictable:
+        make_predictable(loop)
+    fields = predicted(observed_connections(loop, tmp_path), loop.adapters[1].gid, capsys)
+    for name in ("qpn", "psn", "rkey", "va"):
+        assert fields[name]["observed"] == CONNECTIONS and fields[name]["tries"] == CONNECTIONS - 2
+    # random draws: a hit has chance about WINDOW / 2^24 per try (at most 16 * 38 / 2^24 ~ 4e-5 a field)
+    assert fields["psn"]["hits"] == 0
+    if predictable:
+        assert all(fields[name]["hits"] == CONNECTIONS - 2 for name in ("qpn", "rkey", "va"))
+    else:
+        assert all(fields[name]["hits"] == 0 for name in ("qpn", "rkey", "va"))
+
+
+def total_drops(adapter: Adapter) -> int:
+    return sum(adapter.counters.snapshot()["drops"].values())
+
+
+@pytest.mark.parametrize("mode", [0, 2])
+@pytest.mark.parametrize("victim", [0, 1], ids=["requester", "responder"])
+def test_forged_packets_do_not_move_the_victim_qp_to_error(loop: Loopback, mode: int, victim: int) -> None:
+    """Every kind of qp_error packet, one at a time, into a live connection with the victim's QPN and next
+    request PSN as a sniffer learns them. Mode 2: each is dropped and counted before any QP state changes,
+    and the connection carries traffic both ways after. Mode 0: the forged packets are valid RoCE; none
+    errors the QP (the agent takes no fatal NAK), but the out-of-sequence one at the expected PSN takes
+    that PSN, so the peer's next real message is refused as a replay: the DoS works with security off."""
+    a, b = loop.adapters
+    qp = a.cm.connect(b.gid, Service.RC, SECURE_PKEY, mode, Scope.SESSION if mode else Scope.PARTITION, WAIT)
+    ends = (a.qp(qp.qpn), b.qp(qp.remote_qpn or 0))
+    exchange(loop, ends, b"before")
+    target, peer = loop.adapters[victim], loop.adapters[1 - victim]
+    requests = [v for v in map(parse, loop.frames)
+                if v is not None and v.dqpn == ends[victim].qpn and v.opcode_name == "RC_SEND_ONLY"]
+    args = argparse.Namespace(dst_gid=target.gid, pkey=SECURE_PKEY, qpn=ends[victim].qpn, mode=mode,
+                              psn=requests[-1].psn + 1)
+    forger = Builder(bytes(6), gid_bytes(peer.gid))
+    for kind in qp_error.KINDS:  # one at a time: each is judged before the next arrives
+        dropped = total_drops(target)
+        loop.inject(victim, qp_error.packet(forger, args, kind))
+        assert loop.idle(victim)
+        assert target.qp(ends[victim].qpn).state is State.RTS, kind
+        assert total_drops(target) == dropped + 1, kind
+    assert peer.qp(ends[1 - victim].qpn).state is State.RTS
+    if mode:
+        exchange(loop, ends, b"after")
+        return
+    replays = target.counters.dropped(Drop.REPLAY)
+    peer.post_send(ends[1 - victim].qpn, b"after")
+    assert loop.idle(victim) and target.counters.dropped(Drop.REPLAY) == replays + 1
+    assert target.wait_recv(ends[victim].qpn, 0.5) is None
+
+
+def exchange(loop: Loopback, ends: tuple[QueuePair, QueuePair], text: bytes) -> None:
+    """A message each way on the connection, each delivered and acknowledged."""
+    for sender, receiver in ((0, 1), (1, 0)):
+        loop.adapters[sender].post_send(ends[sender].qpn, text)
+        assert loop.adapters[receiver].wait_recv(ends[receiver].qpn, WAIT) == text
+        assert loop.adapters[sender].wait_outstanding(ends[sender].qpn, 0, WAIT)
