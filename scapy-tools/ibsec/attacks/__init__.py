@@ -21,5 +21,7 @@ tool                    attack                                       stopped by
                         (ReDMArk)
 ``qp_error``            fatal NAKs and invalid requests that force   PSN, mode and MAC checked before any QP
                         a victim QP into the error state (ReDMArk)   state changes; no fatal NAK taken
+``rkey_guess``          RDMA WRITEs with a stolen R_Key or guesses   random R_Keys; regions bound to a PD;
+                        at a fixed stride (ReDMArk)                  authenticated access (MAC, modes 1-3)
 ======================  ===========================================  =========================================
 """

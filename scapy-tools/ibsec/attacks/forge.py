@@ -37,6 +37,21 @@ def capture(sock: RawSocket, dst_gid: str, seconds: float) -> dict[str, Any] | N
     return found
 
 
+def complete(args: argparse.Namespace, sock: RawSocket, tool: str, required: tuple[str, ...]) -> None:
+    """Fill the connection values not given (source GID, P_Key, QPN, mode, next PSN) from a request
+    sniffed for ``--sniff`` seconds; refuse to go on without the ``required`` ones. Mode defaults to 0."""
+    learnt = capture(sock, gid_text(args.dst_gid), args.sniff) if args.sniff else None
+    for name in ("src_gid", "pkey", "qpn", "mode"):
+        if getattr(args, name) is None and learnt is not None:
+            setattr(args, name, learnt[name])
+    if args.psn is None and learnt is not None:
+        args.psn = learnt["psn"] + 1
+    missing = [n for n in required if getattr(args, n) is None]
+    if missing:
+        raise SystemExit(f"{tool}: nothing captured and no value for {', '.join(missing)}")
+    args.mode = args.mode or 0
+
+
 def target(args: argparse.Namespace, sock: RawSocket) -> dict[str, Any]:
     """What to forge: captured values, overridden by anything given on the command line."""
     learnt = capture(sock, gid_text(args.dst_gid), args.sniff) if args.sniff else None

@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from ..agent.frames import Builder, gid_bytes
 from .common import RawSocket, blast, checked, gid_text, int0, parser, report, run
-from .forge import capture
+from .forge import complete
 from .forging import forged
 
 PSN_MASK = (1 << 24) - 1
@@ -53,16 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kind", action="append", choices=KINDS, help="packet kinds to cycle (default: all)")
     args = checked(p.parse_args(argv))
     sock = RawSocket(args.iface)
-    learnt = capture(sock, gid_text(args.dst_gid), args.sniff) if args.sniff else None
-    for name in ("src_gid", "pkey", "qpn", "mode"):
-        if getattr(args, name) is None and learnt is not None:
-            setattr(args, name, learnt[name])
-    if args.psn is None and learnt is not None:
-        args.psn = learnt["psn"] + 1
-    missing = [n for n in ("src_gid", "pkey", "qpn", "psn") if getattr(args, n) is None]
-    if missing:
-        raise SystemExit(f"qp_error: nothing captured and no value for {', '.join(missing)}")
-    args.mode = args.mode or 0
+    complete(args, sock, "qp_error", ("src_gid", "pkey", "qpn", "psn"))
     kinds = args.kind or list(KINDS)
     builder = Builder(sock.mac, gid_bytes(gid_text(args.src_gid)))
     summary = blast(sock, lambda i: packet(builder, args, kinds[i % len(kinds)]), args)

@@ -14,9 +14,9 @@ import pytest
 from ibsec.agent.adapter import FIRST_QPN, Adapter
 from ibsec.agent.counters import Drop
 from ibsec.agent.frames import Builder, gid_bytes, parse
-from ibsec.agent.memory import ADDRESS_SPACE, PAGE
+from ibsec.agent.memory import ADDRESS_SPACE, PAGE, Access
 from ibsec.agent.qp import QueuePair, Scope, Service, State
-from ibsec.attacks import predict, qp_error
+from ibsec.attacks import predict, qp_error, rkey_guess
 from scapy.layers.l2 import Ether
 from scapy.utils import wrpcap
 
@@ -128,3 +128,81 @@ def exchange(loop: Loopback, ends: tuple[QueuePair, QueuePair], text: bytes) -> 
         loop.adapters[sender].post_send(ends[sender].qpn, text)
         assert loop.adapters[receiver].wait_recv(ends[receiver].qpn, WAIT) == text
         assert loop.adapters[sender].wait_outstanding(ends[sender].qpn, 0, WAIT)
+
+
+GUESSES = 64
+
+
+@pytest.fixture
+def trio(tmp_path: Path) -> Iterator[Loopback]:
+    link = Loopback(tmp_path, n=3)
+    yield link
+    link.close()
+
+
+def attacker_connection(loop: Loopback, mode: int) -> argparse.Namespace:
+    """The attacker's (adapter 2) own connection to the victim (adapter 1), as rkey_guess arguments: the
+    victim's QPN and next PSN, which the attacker's agent knows."""
+    c, b = loop.adapters[2], loop.adapters[1]
+    qp = c.cm.connect(b.gid, Service.RC, SECURE_PKEY, mode, Scope.SESSION if mode else Scope.PARTITION, WAIT)
+    c.post_send(qp.qpn, b"hello")
+    assert b.wait_recv(qp.remote_qpn or 0, WAIT) == b"hello"
+    requests = [v for v in map(parse, loop.frames) if v is not None and v.dqpn == qp.remote_qpn]
+    return argparse.Namespace(dst_gid=b.gid, pkey=SECURE_PKEY, qpn=qp.remote_qpn, psn=requests[-1].psn + 1,
+                              mode=mode, data="GUESSED", rkey_stride=0, va_stride=0)
+
+
+def guessing(loop: Loopback, args: argparse.Namespace, count: int) -> dict[str, int]:
+    """Send ``count`` of rkey_guess's writes into the victim; what its drop counters gained."""
+    victim = loop.adapters[1]
+    before = victim.counters.snapshot()["drops"]
+    forger = Builder(loop.adapters[2].config.mac, gid_bytes(loop.adapters[2].gid))
+    for i in range(count):
+        loop.inject(1, rkey_guess.write(forger, args, i))
+    assert loop.idle(1)
+    after = victim.counters.snapshot()["drops"]
+    return {reason: after[reason] - before[reason] for reason in after if after[reason] != before[reason]}
+
+
+@pytest.mark.parametrize("predictable", [False, True], ids=["our-agent", "sequential-baseline"])
+def test_guessed_r_keys_reach_no_region_of_another_client(trio: Loopback, predictable: bool) -> None:
+    """ReDMArk's guess from the attacker's own region: its R_Key and address plus 1, 2, ... strides (the
+    strides ``predict`` finds on the sequential baseline). The victim registers the attacker's region, then
+    another client's, in mode 0 with access ``any``: the baseline loses the other client's region to the
+    first guess; our agent's random keys leave every guess a bad R_Key."""
+    if predictable:
+        make_predictable(trio)
+    victim = trio.adapters[1]
+    own = victim.reg_mr(64, SECURE_PKEY)
+    other = victim.reg_mr(64, SECURE_PKEY)
+    args = attacker_connection(trio, 0)
+    args.rkey, args.va = own.r_key + 0x100, own.addr + PAGE
+    args.rkey_stride, args.va_stride = 0x100, PAGE
+    drops = guessing(trio, args, GUESSES)
+    if predictable:
+        assert other.read(other.addr, 7) == b"GUESSED"
+        assert drops == {"bad_rkey": GUESSES - 1}  # the first guess landed; the rest name no region
+    else:
+        assert other.read(other.addr, 64) == bytes(64)
+        assert drops == {"bad_rkey": GUESSES}
+
+
+@pytest.mark.parametrize(
+    ("access", "mode", "app_pd", "refused_as"),
+    [("any", 0, False, None), ("authenticated", 0, False, "unauthenticated_write"),
+     ("authenticated", 2, False, "mac_failure"), ("any", 0, True, "wrong_pd")],
+    ids=["security-off", "authenticated-region", "forged-mac", "application-pd"])
+def test_a_stolen_r_key_writes_only_with_security_off(trio: Loopback, access: str, mode: int, app_pd: bool,
+                                                      refused_as: str | None) -> None:
+    """A client's R_Key and address, sniffed, used on the attacker's own connection (a forged MAC in mode 2):
+    lands only where security is off (mode 0, access ``any``, the partition's PD)."""
+    victim = trio.adapters[1]
+    pd = victim.alloc_pd() if app_pd else None
+    region = victim.reg_mr(64, None if app_pd else SECURE_PKEY, pd=pd, access=Access(access))
+    args = attacker_connection(trio, mode)
+    args.rkey, args.va = region.r_key, region.addr
+    drops = guessing(trio, args, 1)
+    if refused_as is None:
+        assert region.read(region.addr, 7) == b"GUESSED" and not drops
+    else:
+        assert region.read(region.addr, 64) == bytes(64) and drops == {refused_as: 1}
