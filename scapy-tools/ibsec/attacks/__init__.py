@@ -23,5 +23,7 @@ tool                    attack                                       stopped by
                         a victim QP into the error state (ReDMArk)   state changes; no fatal NAK taken
 ``rkey_guess``          RDMA WRITEs with a stolen R_Key or guesses   random R_Keys; regions bound to a PD;
                         at a fixed stride (ReDMArk)                  authenticated access (MAC, modes 1-3)
+``req_flood``           keyless CM REQs from spoofed GIDs to         admission: half-open limits per source
+                        exhaust the victim's QPs (ReDMArk)           and partition, keyless share, timeout
 ======================  ===========================================  =========================================
 """

@@ -11,12 +11,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from ibsec.agent.adapter import FIRST_QPN, Adapter
+from ibsec.agent.adapter import FIRST_QPN, MAX_QPS, Adapter, AdapterError
+from ibsec.agent.admission import Limits
 from ibsec.agent.counters import Drop
 from ibsec.agent.frames import Builder, gid_bytes, parse
 from ibsec.agent.memory import ADDRESS_SPACE, PAGE, Access
 from ibsec.agent.qp import QueuePair, Scope, Service, State
-from ibsec.attacks import predict, qp_error, rkey_guess
+from ibsec.attacks import predict, qp_error, req_flood, rkey_guess
 from scapy.layers.l2 import Ether
 from scapy.utils import wrpcap
 
@@ -206,3 +207,39 @@ def test_a_stolen_r_key_writes_only_with_security_off(trio: Loopback, access: st
         assert region.read(region.addr, 7) == b"GUESSED" and not drops
     else:
         assert region.read(region.addr, 64) == bytes(64) and drops == {refused_as: 1}
+
+
+FLOOD = MAX_QPS + 200
+UNLIMITED = Limits(half_open_timeout=3600.0, half_open_per_source=MAX_QPS, half_open_per_partition=MAX_QPS,
+                   keyless=MAX_QPS)
+
+
+@pytest.mark.parametrize("limited", [True, False], ids=["our-admission", "no-limits-baseline"])
+def test_a_member_connects_during_req_flood(tmp_path: Path, limited: bool) -> None:
+    """req_flood's spoofed keyless REQs, more than the victim has QPs, then a member's sealed mode-2 REQ
+    in the middle of the flood: with our admission limits it gets a QP and carries traffic; without them
+    (the baseline ReDMArk met) the flood holds every QP and the member is refused."""
+    loop = Loopback(tmp_path, **({} if limited else {"limits": UNLIMITED}))
+    try:
+        a, b = loop.adapters
+        args = argparse.Namespace(dst_gid=b.gid, pkey=0xFFFF, src_gid=None)
+        flooder = Builder(bytes.fromhex("02aaaaaaaaaa"), gid_bytes(b.gid))
+        for _ in range(FLOOD if not limited else FLOOD // 2):
+            loop.inject(1, req_flood.request(flooder, args))
+        assert loop.idle(1)
+        if not limited:
+            assert len(b.list_qps()) == MAX_QPS
+            with pytest.raises(AdapterError, match="refused"):
+                a.cm.connect(b.gid, Service.RC, SECURE_PKEY, 2, Scope.SESSION, WAIT)
+            return
+        qp = a.cm.connect(b.gid, Service.RC, SECURE_PKEY, 2, Scope.SESSION, WAIT)
+        for _ in range(FLOOD - FLOOD // 2):
+            loop.inject(1, req_flood.request(flooder, args))
+        assert loop.idle(1)
+        a.post_send(qp.qpn, b"through the flood")
+        assert b.wait_recv(qp.remote_qpn or 0, WAIT) == b"through the flood"
+        counters = b.counters.snapshot()
+        assert counters["drops"]["cm_limit"] >= FLOOD - Limits().half_open_per_partition
+        assert len(b.list_qps()) <= 1 + Limits().half_open_per_partition
+    finally:
+        loop.close()
