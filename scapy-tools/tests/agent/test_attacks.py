@@ -309,3 +309,43 @@ def test_a_forged_dreq_learnt_by_sniffing_the_rep_leaves_the_requester_connected
     assert wait_for(lambda: drops(scene.a, "bad_auth") == before + 2)
     scene.b.call("send", qpn=remote, data="both ends alive")
     assert scene.a.call("recv", qpn=qpn, timeout=5)["data_hex"] == b"both ends alive".hex()
+
+
+def test_qp_error_tool_leaves_a_secured_connection_running(scene: Scene) -> None:
+    """ReDMArk's one-packet DoS, by the tool from the attacker host into a live mode-2 connection (QPN and
+    next PSN as a sniffer of b's cable learns them): every packet dropped and counted, b's QP stays RTS
+    and the connection carries the next message."""
+    qpn, remote = rc_pair(scene.a, scene.b, 2, "session")
+    _, view = capture(scene.tap, "RC_SEND_ONLY", lambda: scene.a.call("send", qpn=qpn, data="before"))
+    assert scene.b.call("recv", qpn=remote, timeout=5)["data_hex"] == b"before".hex()
+    before = sum(scene.b.counters()["drops"].values())
+    result = attack(scene.fabric, scene.attacker, "qp_error", *impersonating(scene, view), "--psn",
+                    hex(view.psn + 1), "--mode", "2")[-1]
+    assert result["sent"] == len(result["kinds"]) == 6
+    assert wait_for(lambda: sum(scene.b.counters()["drops"].values()) == before + 6)
+    assert next(q for q in scene.b.call("qps") if q["qpn"] == remote)["state"] == "RTS"
+    scene.a.call("send", qpn=qpn, data="after")
+    assert scene.b.call("recv", qpn=remote, timeout=5)["data_hex"] == b"after".hex()
+
+
+def test_predict_tool_on_a_capture_of_real_connections_guesses_nothing(scene: Scene) -> None:
+    """Eight connections of a to b with a region and a WRITE each, captured on b's cable into a pcap: the
+    tool sees all eight and none of its guesses (16 a value) is right."""
+    tap = Tap(scene.tap)
+    try:
+        for i in range(8):
+            region = scene.b.call("reg_mr", length=64, pkey=SECURE_PKEY)
+            qpn, _ = rc_pair(scene.a, scene.b, 0)
+            written = scene.a.call("write", qpn=qpn, va=region["addr"], rkey=region["rkey"], data=f"w{i}")
+            assert written["acked"]
+        frames = [frame for frame, _ in tap.frames(0.5)]
+    finally:
+        tap.close()
+    pcap = scene.fabric.run_dir / "connections.pcap"
+    wrpcap(str(pcap), [Ether(frame) for frame in frames])
+    tool = [sys.executable, "-m", "ibsec.attacks.predict", "--pcap", str(pcap), "--dst-gid", scene.b.host.gid]
+    done = scene.fabric.run(scene.attacker, tool)
+    assert done.returncode == 0, done.stderr
+    line = json.loads(done.stdout.splitlines()[-1])
+    for name in ("qpn", "psn", "rkey", "va"):
+        assert line[name]["observed"] >= 8 and line[name]["hits"] == 0
