@@ -37,6 +37,17 @@ def capture(sock: RawSocket, dst_gid: str, seconds: float) -> dict[str, Any] | N
     return found
 
 
+def connection_options(p: argparse.ArgumentParser) -> None:
+    """The options that name a connection to inject into, each learnt by ``--sniff`` if not given."""
+    p.add_argument("--dst-gid", required=True, help="the victim host")
+    p.add_argument("--sniff", type=float, default=0.0, help="seconds to sniff for a request to copy")
+    p.add_argument("--src-gid", help="source GID to claim (default: the captured requester)")
+    p.add_argument("--pkey", type=int0)
+    p.add_argument("--qpn", type=int0, help="the victim's QPN of the connection")
+    p.add_argument("--psn", type=int0, help="the victim's next expected PSN (default: captured + 1)")
+    p.add_argument("--mode", type=int, choices=range(5), help="security mode (default: captured, else 0)")
+
+
 def complete(args: argparse.Namespace, sock: RawSocket, tool: str, required: tuple[str, ...]) -> None:
     """Fill the connection values not given (source GID, P_Key, QPN, mode, next PSN) from a request
     sniffed for ``--sniff`` seconds; refuse to go on without the ``required`` ones. Mode defaults to 0."""

