@@ -1,4 +1,4 @@
-"""QPN, R_Key, starting-PSN and address prediction (ReDMArk, USENIX Security 2021, section 5.1).
+"""QPN, R_Key, starting-PSN and address prediction (ReDMArk, USENIX Security 2021).
 
 ReDMArk showed that RNICs hand out QP numbers in sequence, R_Keys and region addresses with a fixed stride,
 so an attacker who watched a few connections to a host guesses the next one's within a handful of tries,

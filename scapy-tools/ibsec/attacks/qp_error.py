@@ -1,4 +1,4 @@
-"""Forced QP error (ReDMArk, USENIX Security 2021, section 5.2): one packet that breaks a connection.
+"""Forced QP error (ReDMArk, USENIX Security 2021): one packet that breaks a connection.
 
 An RNIC that follows the IBA moves an RC QP to the error state on a fatal NAK (remote access, invalid
 request, remote operational error) or on a request it must refuse as invalid (an opcode out of sequence, an

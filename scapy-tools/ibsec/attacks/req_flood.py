@@ -1,4 +1,4 @@
-"""QP exhaustion by a CM REQ flood (ReDMArk, USENIX Security 2021, section 5.4).
+"""QP exhaustion by a CM REQ flood (ReDMArk, USENIX Security 2021).
 
 Every accepted connection request takes a QP on the victim until the connection ends, and anyone can send
 a REQ: ReDMArk exhausted a victim's QPs (and the memory behind them) that way, so legitimate clients could

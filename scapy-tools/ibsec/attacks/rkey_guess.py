@@ -1,4 +1,4 @@
-"""RDMA WRITE with a guessed or stolen R_Key (ReDMArk, USENIX Security 2021, section 5.3).
+"""RDMA WRITE with a guessed or stolen R_Key (ReDMArk, USENIX Security 2021).
 
 ReDMArk's attacker is a client of the victim's service with a connection of its own: it learns one R_Key
 (its own region's, or a sniffed one) and, R_Keys being handed out with a fixed stride, writes other

@@ -243,3 +243,17 @@ def test_a_member_connects_during_req_flood(tmp_path: Path, limited: bool) -> No
         assert len(b.list_qps()) <= 1 + Limits().half_open_per_partition
     finally:
         loop.close()
+
+
+@pytest.mark.parametrize("bounds", [["--window", "0"], ["--window", "70000"], ["--count", "0"],
+                                    ["--duration", "4000"]])
+def test_predict_refuses_unbounded_runs(bounds: list[str], tmp_path: Path) -> None:
+    with pytest.raises(SystemExit):
+        predict.main(["--pcap", str(tmp_path / "none.pcap"), *bounds])
+
+
+def test_predict_strides_wrap_around_the_field() -> None:
+    """Sequential QPNs that wrap at 2^24 and R_Keys with a stride of 0x100 are still predicted."""
+    assert predict.guesses([0xFFFFFE, 0xFFFFFF], 2, 24) == [0, 1]
+    assert predict.score([0x1000 + 0x100 * i for i in range(10)], 1, 32) == (8, 8)
+    assert predict.score([0x1000, 0x1100, 0x5000], 16, 32) == (0, 1)

@@ -15,7 +15,7 @@ from ibsec.agent.traps import FailureStreak, RateLimiter
 from ibsec.attacks import common
 
 TOOLS = ("pkey_flood", "spoof", "eavesdrop", "forge", "replay", "tag_brute", "forge_trap", "trap_flood",
-         "forge_dreq")
+         "forge_dreq", "qp_error", "rkey_guess", "req_flood")
 
 
 class Clock:
