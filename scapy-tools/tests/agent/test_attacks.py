@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from ibsec import layers
+from ibsec.agent.admission import Limits
 from ibsec.agent.frames import View
 from ibsec.agent.lab import SECURE_PKEY, Agent, Fabric, Host, provision, rc_pair, start_agents
 from scapy.layers.l2 import Ether
@@ -349,3 +350,18 @@ def test_predict_tool_on_a_capture_of_real_connections_guesses_nothing(scene: Sc
     line = json.loads(done.stdout.splitlines()[-1])
     for name in ("qpn", "psn", "rkey", "va"):
         assert line[name]["observed"] >= 8 and line[name]["hits"] == 0
+
+
+def test_req_flood_tool_is_held_to_the_per_source_share(scene: Scene) -> None:
+    """200 keyless REQs from spoofed GIDs, by the tool from the attacker host: all leave one MAC, so b
+    accepts at most the per-source half-open share and refuses the rest (``cm_limit``); a connects after."""
+    refused, qps = drops(scene.b, "cm_limit"), len(scene.b.call("qps"))
+    result = attack(scene.fabric, scene.attacker, "req_flood", "--dst-gid", scene.b.host.gid,
+                    "--count", "200")
+    assert result[-1]["sent"] == 200 and result[-1]["spoofed"]
+    share = Limits().half_open_per_source
+    assert wait_for(lambda: drops(scene.b, "cm_limit") == refused + 200 - share)
+    assert len(scene.b.call("qps")) <= qps + share
+    qpn, remote = rc_pair(scene.a, scene.b, 2, "session")
+    scene.a.call("send", qpn=qpn, data="after the flood")
+    assert scene.b.call("recv", qpn=remote, timeout=5)["data_hex"] == b"after the flood".hex()
