@@ -1175,9 +1175,9 @@ class CCodegen:
                 if inst.algorithm not in HASH_CODES:
                     raise ProgramError(f"{inst.src or name}: action_selector algorithm {inst.algorithm} is "
                                        "not supported by p4switch")
-                rows.append(f"{{{c_string(name)}, {HASH_CODES[inst.algorithm]}, {inst.output_width}}}")
+                rows.append(f"{{{c_string(name)}, {HASH_CODES[inst.algorithm]}}}")
             else:
-                rows.append(f"{{{c_string(name)}, -1, 0}}")
+                rows.append(f"{{{c_string(name)}, -1}}")
         self.table_array("np_profile_desc", "np_gen_profiles", "NP_NPROFILES", rows)
         sizes = [f"{self.extern_size(n)}ull" for n in self.counters]
         self.table_array("u64", "np_gen_counter_sizes", "NP_NCOUNTERS", sizes)

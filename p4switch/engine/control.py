@@ -41,11 +41,11 @@ from p4switch.engine.tables import ActionInfo, ActionProfile, KeyField, Table, l
 
 
 def profile_args(inst: ir.ActionProfile | ir.ActionSelector, actions: dict[str, ActionInfo]
-                 ) -> tuple[str, dict[str, ActionInfo], int, str | None, int, int]:
+                 ) -> tuple[str, dict[str, ActionInfo], int, str | None, int]:
     """ActionProfile's arguments for the profile or selector ``inst`` running ``actions``."""
     selector = inst if isinstance(inst, ir.ActionSelector) else None
     return (inst.name, actions, inst.size, selector.algorithm if selector else None,
-            selector.output_width if selector else 0, selector.max_group_size if selector else 0)
+            selector.max_group_size if selector else 0)
 
 
 def key_width(key: ir.TableKey, width: Callable[[ir.Type], int]) -> int:

@@ -159,7 +159,6 @@ class ActionProfile:
         actions: dict[str, ActionInfo],
         size: int,
         algorithm: str | None = None,
-        output_width: int = 0,
         max_group_size: int = 0,
     ) -> None:
         self.name = name
@@ -167,7 +166,6 @@ class ActionProfile:
         self.size = size
         self.is_selector = algorithm is not None
         self.hash = HASH_ALGORITHMS[algorithm] if algorithm is not None else None
-        self.output_mask = (1 << output_width) - 1 if output_width else -1
         self.max_group_size = max_group_size
         self.member_slots: dict[int, Slot] = {}
         self.group_members: dict[int, Group] = {}
@@ -294,9 +292,10 @@ class ActionProfile:
 
     def pick(self, candidates: list[Slot], selector: bytes) -> Slot:
         """The member of a group for this flow: the hash of the selector fields (packed as a field list)
-        modulo the group size, as BMv2 does, so one flow always takes the same member."""
+        modulo the group size, as BMv2 does, so one flow always takes the same member. The whole hash is
+        used: BMv2 ignores action_selector's outputWidth (p4c-bm2-ss does not even write it to the JSON)."""
         assert self.hash is not None
-        return candidates[(self.hash(selector) & self.output_mask) % len(candidates)]
+        return candidates[self.hash(selector) % len(candidates)]
 
 
 class Table:

@@ -410,8 +410,7 @@ typedef struct np_register_desc {
 
 typedef struct np_profile_desc {
     const char *name;
-    int algorithm; /* -1: an action profile (no groups) */
-    int output_width;
+    int algorithm; /* -1: an action profile (no groups); the whole hash picks, as BMv2 (no outputWidth) */
 } np_profile_desc;
 
 /* ---------------------------------------------------------------------------------------- tables */

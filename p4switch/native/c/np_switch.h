@@ -148,8 +148,6 @@ static int np_profile_resolve(np_profile *p, const np_action_ref *ref, const np_
 
 static const np_action_ref *np_profile_pick(np_profile *p, np_group *g, const uint8_t *data, u64 len) {
     u64 h = np_hash2(p->d->algorithm, data, len, NULL, 0);
-    if (p->d->output_width && p->d->output_width < 64)
-        h &= np_mask64(p->d->output_width);
     np_member *m = np_hmap_get(&p->members, &g->member_ids[h % g->n]);
     return m ? &m->ref : NULL;
 }

@@ -29,7 +29,6 @@ KNOWN = {
     "struct's field names the case checks (P4Runtime digests are positional and unaffected)",
     "packet_io": "digest field names, as for inlining",
     "resubmit_recirculate": "the loader refuses resubmit and recirculate, which the engine now runs",
-    "selector": "a selector group's member choice differs from p4switch-cc's output: not yet understood",
 }
 
 

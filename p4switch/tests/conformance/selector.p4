@@ -1,6 +1,10 @@
 /* Conformance: an action profile with an action selector (crc16 over the selector fields, as BMv2):
  * one flow always takes the same member, many flows spread over the group; an entry can also point at
- * one member directly. */
+ * one member directly. A selector's outputWidth does not narrow the hash, as on BMv2 (p4c-bm2-ss does
+ * not write it): narrow_selector's member is crc16 % group size, not (crc16 & 0xf) % group size.
+ * p4c-bm2-ss leaves out the default_action of a table with an action profile ("Target does not support
+ * default_action ... due to action profiles") and BMv2 then runs no action on a miss, so the drop is
+ * also set before the tables: a miss drops on both compilers' output. */
 #include <core.p4>
 #include <v1model.p4>
 
@@ -44,6 +48,19 @@ control SelIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
         mark_to_drop(standard_metadata);
     }
 
+    action_selector(HashAlgorithm.crc16, 32w1024, 32w4) narrow_selector;
+
+    table narrow {
+        key = {
+            hdr.flow.dst: exact;
+            hdr.flow.src: selector;
+            hdr.flow.sport: selector;
+        }
+        actions = { set_port; drop; }
+        implementation = narrow_selector;
+        default_action = drop();
+    }
+
     table ecmp {
         key = {
             hdr.flow.dst: exact;
@@ -56,7 +73,10 @@ control SelIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
     }
 
     apply {
-        ecmp.apply();
+        mark_to_drop(standard_metadata);
+        if (!ecmp.apply().hit) {
+            narrow.apply();
+        }
     }
 }
 

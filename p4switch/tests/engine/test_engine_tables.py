@@ -166,7 +166,7 @@ def test_default_action_set_reset_and_const() -> None:
 
 
 def test_selector_sticks_one_flow_to_one_member_and_spreads_many_flows() -> None:
-    profile = ActionProfile("sel", actions(), 16, "crc16", 16, 8)
+    profile = ActionProfile("sel", actions(), 16, "crc16", 8)
     for member in range(4):
         profile.member_insert(member, ActionCall("set", {"port": member}))
     profile.group_set(1, [(0, 1), (1, 1), (2, 1), (3, 1)], 0, insert=True)
@@ -187,7 +187,7 @@ def test_selector_sticks_one_flow_to_one_member_and_spreads_many_flows() -> None
 
 
 def test_selector_weights_and_member_entries() -> None:
-    profile = ActionProfile("sel", actions(), 16, "crc32", 32, 0)
+    profile = ActionProfile("sel", actions(), 16, "crc32", 0)
     profile.member_insert(1, ActionCall("set", {"port": 1}))
     profile.member_insert(2, ActionCall("set", {"port": 2}))
     profile.group_set(5, [(1, 3), (2, 1)], 0, insert=True)
@@ -237,7 +237,7 @@ def test_lpm_prefix_lengths_follow_inserts_and_deletes() -> None:
 
 
 def test_one_entry_member_and_group_by_key() -> None:
-    profile = ActionProfile("sel", actions(), 16, "crc16", 16, 8)
+    profile = ActionProfile("sel", actions(), 16, "crc16", 8)
     profile.member_insert(1, ActionCall("set", {"port": 1}))
     profile.member_insert(2, ActionCall("set", {"port": 2}))
     profile.group_set(7, [(1, 1), (2, 2)], 0, insert=True)
