@@ -16,8 +16,6 @@ from p4switch.bmv2json.unions import invalidate_siblings
 Stmts = list[ir.Stmt]
 CLONES = {"clone_ingress_pkt_to_egress": "I2E", "clone_egress_pkt_to_egress": "E2E"}
 UNSUPPORTED = {
-    "resubmit": "resubmit",
-    "recirculate": "recirculate",
     "truncate": "truncate",
     "assign_VL": "varbit",
     "assign_union_stack": "header_union stack assignment",
@@ -188,6 +186,20 @@ class Primitives:
                 "clone_preserving_field_list", clone_type=kind, args=(session,), field_list=paths, src=src
             )
         ]
+
+    def p_resubmit(self, params: list[Any], ctx: Context, path: str, src: str) -> Stmts:
+        return self.again("resubmit_preserving_field_list", params, path, src)
+
+    def p_recirculate(self, params: list[Any], ctx: Context, path: str, src: str) -> Stmts:
+        return self.again("recirculate_preserving_field_list", params, path, src)
+
+    def again(self, name: str, params: list[Any], path: str, src: str) -> Stmts:
+        """resubmit/recirculate (BMv2's argument is a field list id; none or 0 keeps no field) as the v1model
+        call the front end writes, with the paths in the user metadata the new pass keeps."""
+        list_id = hexstr(params[0]["value"], path) if params else 0
+        elements = self.field_list(list_id, path) if list_id else []
+        paths = tuple(self.metadata_path(e, path) for e in elements)
+        return [ir.Call(name, field_list=paths, src=src)]
 
     def field_list(self, list_id: int, path: str) -> list[Any]:
         if list_id not in self.field_lists:

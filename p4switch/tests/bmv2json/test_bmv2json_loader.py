@@ -82,6 +82,33 @@ def test_arithmetic_is_bmv2s_unbounded_then_truncated_to_the_field() -> None:
     assert sent(sw, bytes([3, 5, 0, 0])) == [(2, bytes([254, 1, 0, 8]) + b"payload")]
 
 
+@pytest.mark.parametrize("op", ["resubmit", "recirculate"])
+def test_resubmit_and_recirculate_keep_their_field_list(op: str) -> None:
+    """n = n + 1, then again while n == 1 (with field list 1 = {n}), then h.a = n: the second pass sees
+    the n the first one kept, so the packet leaves once with a = 2 (without the list it would loop)."""
+    n = b.field("scalars", "meta_t.n")
+    cond = b.expr("b2d", None, b.expr("==", n, b.hexv(1)))
+    act = b.action(
+        "ingress.again",
+        [
+            b.assign(n, b.expr("&", b.expr("+", n, b.hexv(1)), b.hexv(0xFF))),
+            b.egress_spec(b.hexv(2, 2)),
+            b.prim("_jump_if_zero", cond, b.hexv(4, 4)),
+            b.prim(op, b.hexv(1)),
+            b.assign(b.field("h", "a"), n),
+        ],
+    )
+    pipeline = b.pipeline("tbl_again", [b.run_action(0, "ingress.again")])
+    doc = b.program(H_T, {"h": "h_t"}, [b.state("start", [b.extract("h")])], [act],
+                    b.pipeline(None, []) if op == "recirculate" else pipeline, ["h"],
+                    metadata={"scalars": [["meta_t.n", 8, False]]})
+    if op == "recirculate":
+        doc["pipelines"][1] = {**pipeline, "name": "egress"}
+    doc["field_lists"] = [{"id": 1, "name": "field_list1", "elements": [n]}]
+    port = 0 if op == "recirculate" else 2  # egress_spec set in egress does not move the packet
+    assert sent(load(doc), bytes([0, 0, 0, 0])) == [(port, bytes([2, 0, 0, 0]) + b"payload")]
+
+
 def test_action_if_else_from_jumps() -> None:
     # if (h.a == 1) { egress 2 } else { egress 3 }; then b = 7 in both
     cond = b.expr("b2d", None, b.expr("==", b.field("h", "a"), b.hexv(1)))
@@ -342,8 +369,10 @@ def test_checksum_hash_counter_and_register() -> None:
         ),
         (lambda d: d["header_types"][2]["fields"].append(["v", "*"]), "varbit", "header_types (h_t.v)"),
         (
-            lambda d: d["actions"][0]["primitives"].append(b.prim("resubmit", b.hexv(0), line=12)),
-            "resubmit",
+            lambda d: d["actions"][0]["primitives"].append(
+                b.prim("assign_union_stack", b.field("h", "a"), b.field("h", "b"), line=12)
+            ),
+            "header_union stack assignment",
             "t.p4:12:5",
         ),
         (

@@ -28,7 +28,6 @@ KNOWN = {
     "inlining": "BMv2 JSON learn lists carry p4c's temporaries' names (tmp, tmp_0), not the digest "
     "struct's field names the case checks (P4Runtime digests are positional and unaffected)",
     "packet_io": "digest field names, as for inlining",
-    "resubmit_recirculate": "the loader refuses resubmit and recirculate, which the engine now runs",
 }
 
 
