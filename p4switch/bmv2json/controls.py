@@ -89,12 +89,7 @@ class Pipeline:
             then, else_ = (
                 self.body(END if n is None else str(n), ip) for n in (c.get("true_next"), c.get("false_next"))
             )
-            stmts = self.exprs.dynamic.expand([ir.If(cond, then, else_, source_position(c))])
-            return (
-                stmts[0]
-                if len(stmts) == 1
-                else ir.If(ir.Const(True, BOOL), tuple(stmts), (), source_position(c))
-            )
+            return ir.If(cond, then, else_, source_position(c))
         t = self.tables[name]
         src = source_position(t)
         nexts = {k: END if v is None else str(v) for k, v in self.table_nexts(t).items()}
@@ -207,7 +202,7 @@ class TableBuilder:
             e = self.layout.field(target[0], target[1], path)
             default_name = f"{target[0]}.{target[1]}"
         elif isinstance(target, dict):
-            e = self.exprs.dynamic.rvalue(self.exprs.expr(target, Context(), path))
+            e = self.exprs.expr(target, Context(), path)
             default_name = str(k.get("name"))
         else:
             raise Unsupported(path, "a table key that is not a field")

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from p4switch import ir
-from p4switch.bmv2json.dynamic import DynamicIndexes
 from p4switch.bmv2json.errors import BMv2JsonError, Unsupported
 from p4switch.bmv2json.layout import Layout
 
@@ -50,7 +49,6 @@ class Expressions:
     def __init__(self, layout: Layout) -> None:
         self.layout = layout
         self.wide = ir.TInt(max(256, 2 * layout.max_width + 64))
-        self.dynamic = DynamicIndexes(self.wide)
 
     # ------------------------------------------------------------------------------ conversions
     def data(self, e: ir.Expr) -> ir.Expr:
@@ -207,7 +205,8 @@ class Expressions:
         if not isinstance(stack.type, ir.TStack):
             raise BMv2JsonError(path, "dereference_header_stack of something that is not a stack")
         if not isinstance(index, ir.Const) or not isinstance(index.value, int):
-            return self.dynamic.placeholder(stack, index)
+            # out of range, as the front end's: reads an invalid all-zero header, writes are lost
+            return ir.DynIndex(stack, index, ir.THeader(stack.type.elem))
         if not 0 <= index.value < stack.type.size:
             raise Unsupported(path, "header stack index out of bounds")
         return ir.Index(stack, index.value, ir.THeader(stack.type.elem))

@@ -7,7 +7,6 @@ from typing import Any
 
 from p4switch import ir
 from p4switch.bmv2json.controls import TableBuilder, control, externs
-from p4switch.bmv2json.dynamic import check_none_left
 from p4switch.bmv2json.errors import BMv2JsonError, Unsupported, source_position
 from p4switch.bmv2json.expressions import Context, Expressions
 from p4switch.bmv2json.layout import HEADERS, METADATA, Layout
@@ -100,7 +99,6 @@ class _Loader:
                 metadata_type=METADATA,
             ),
         )
-        check_none_left(program)
         return program
 
     def check_aliases(self, aliases: list[Any]) -> None:

@@ -73,9 +73,8 @@ class Primitives:
         return out
 
     def finish(self, stmts: list[ir.Stmt]) -> list[ir.Stmt]:
-        """Statements made ready for the IR: run-time stack indices expanded, union siblings kept
-        invalid."""
-        return invalidate_siblings(self.exprs.dynamic.expand(stmts), self.layout.siblings)
+        """Statements made ready for the IR: union siblings kept invalid."""
+        return invalidate_siblings(stmts, self.layout.siblings)
 
     def jump_target(self, p: dict[str, Any], n: int, path: str) -> int:
         params = p.get("parameters") or []
@@ -103,7 +102,7 @@ class Primitives:
 
     def lvalue(self, params: list[Any], n: int, ctx: Context, path: str) -> ir.Expr:
         e = self.arg(params, n, ctx, path)
-        if not isinstance(e, ir.Member | ir.Var | ir.Index | ir.Slice):
+        if not isinstance(e, ir.Member | ir.Var | ir.Index | ir.DynIndex | ir.Slice):
             raise BMv2JsonError(path, "assignment to something that is not a field or header")
         return e
 

@@ -23,8 +23,6 @@ SHARED_BIN = ROOT.parent / "shared" / "p4lang" / "bin"
 CASES = sorted((ROOT / "p4switch" / "tests" / "conformance").glob("*.stf"))
 KNOWN = {
     # what does not hold yet from p4c's JSON (strict: a case that starts passing fails until listed off)
-    "header_stacks": "run-time stack indices out of range: the loader's if-chains run neither branch of a "
-    "condition on such an element, where p4switch-cc reads a blank header (BMv2 refuses this program)",
     "inlining": "BMv2 JSON learn lists carry p4c's temporaries' names (tmp, tmp_0), not the digest "
     "struct's field names the case checks (P4Runtime digests are positional and unaffected)",
     "packet_io": "digest field names, as for inlining",
