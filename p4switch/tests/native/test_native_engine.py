@@ -130,21 +130,31 @@ def test_hostile_frames_take_packet_too_short_as_on_the_python_engine() -> None:
     assert stats == {k: v for k, v in engines[0].stats.items() if v}
 
 
-def test_digests_log_lines_assertions_and_random_match_the_python_engine(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+class Lines(logging.Handler):
+    """Every message of the logger it is the only handler of: the test reads its own loggers whatever an
+    earlier test of the suite did to the "p4switch" logger (the CLI's logs.setup stops propagation there)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+def test_digests_log_lines_assertions_and_random_match_the_python_engine(tmp_path: Path) -> None:
     ir_json = compiled(tmp_path, 128)  # the widest values the C back end takes
-    # on the loggers the test reads: another test may have left an ancestor ("p4switch") above INFO
-    caplog.set_level(logging.INFO, logger="p4switch.test.events")
     runs = {}
     for engine in ("python", "native"):
-        log = logging.getLogger(f"p4switch.test.events.{engine}")
+        log, sink = logging.getLogger(f"p4switch.test.events.{engine}"), Lines()
+        log.handlers[:], log.propagate = [sink], False
+        log.setLevel(logging.INFO)
         switch = loader.load(ir_json, log=log, rng=random.Random(7), engine=engine)
         assert switch.engine == engine
         digests: list[tuple[str, list[tuple[str, int]]]] = []
         switch.digest_sink = lambda name, fields, d=digests: d.append((name, fields))
         outs = [switch.process(1, eth(t) + bytes(16)) for t in (0x0800, 0x1234, 0xDE01, 0xDEAD)]
-        lines = [r.getMessage() for r in caplog.records if r.name == log.name]
-        runs[engine] = (outs, digests, lines, switch.stats)
+        runs[engine] = (outs, digests, sink.lines, switch.stats)
     assert runs["python"] == runs["native"]
     outs, digests, lines, stats = runs["native"]
     assert digests[1] == ("learn_t", [("src", 0x0200000000AA), ("delta", 0x31), ("flag", 1)])
