@@ -45,6 +45,7 @@ class Declarations(Part):
         self.header_annos: dict[str, dict[str, list[Any]]] = {}
         self.tuples: dict[tuple[Type, ...], str] = {}  # tuple types by their element types
         self.new_types: dict[str, tuple[int, dict[str, list[Any]]]] = {}  # `type` declarations: width, annos
+        self.ser_enums: dict[str, tuple[int, dict[str, int]]] = {}  # serializable enums: width, members
         self.field_type_names: dict[str, list[str]] = {}  # per header type, its fields' `type` names
         self.field_names: dict[tuple[str, str], str] = {}  # (type, field) -> its @name, for P4Info key names
 
@@ -170,7 +171,9 @@ class Declarations(Part):
             if isinstance(m, Tree) and m.data == "ser_member":
                 v = self.fe.exprs.coerce(self.fe.exprs.expr(m.children[1], None), base, m.children[1])
                 members[self.name(m.children[0])] = v.const
-        self.types[self.name(decl.children[2])] = ("serenum", (base, members))
+        name = self.name(decl.children[2])
+        self.types[name] = ("serenum", (base, members))
+        self.ser_enums[name] = (base.w, {m: int(v) for m, v in members.items() if v is not None})
 
     def decl_error_decl(self, decl: PTree) -> None:
         self.errors.extend(self.name(n) for n in kids(decl.children[1]) if self.name(n) not in self.errors)
@@ -210,6 +213,8 @@ class Declarations(Part):
             fq = self.fq(None, name, annos)
             self.globals[name] = Sym("inst", t, fq)
             self.fe.v1.instantiate(t, kids(decl.children[2]), fq, decl, None, annos)
+            if self.names_typedef(decl.children[1]):
+                self.fe.v1.unlisted.add(fq)
             return
         self.globals[name] = Sym("instance", tree=decl)
 
@@ -274,6 +279,14 @@ class Declarations(Part):
             return self.tuple_type([self.resolve_type(a) for a in kids(node.children[0])], node)
         raise unsupported(self.pos(node), f"type {d}")
 
+    def names_typedef(self, node: Node) -> bool:
+        """Whether a declaration's type is the name of a typedef (`typedef register<T> R; R(8) r;`):
+        p4c 1.2.4.8 resolves an extern instance's type for P4Info without following typedefs, so such an
+        instance is left out of P4Info (and so out of P4Runtime) while the program still uses it."""
+        if isinstance(node, Tree) and node.data == "named_type":
+            node = node.children[0]
+        return isinstance(node, Token) and self.types.get(str(node), ("",))[0] == "typedef"
+
     def named_type(self, tok: Node) -> Type:
         name = str(tok)
         if name not in self.types:
@@ -281,8 +294,8 @@ class Declarations(Part):
         kind, info = self.types[name]
         if kind == "typedef":
             return info  # type: ignore[no-any-return]
-        if kind == "serenum":
-            return info[0]  # type: ignore[no-any-return]
+        if kind == "serenum":  # its underlying bit<W>, named for P4Info's type_info
+            return dataclasses.replace(info[0], newtype=name)
         if kind == "typevar":
             return ANY
         if kind == "extern" and name in ("packet_in", "packet_out"):

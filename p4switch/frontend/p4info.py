@@ -184,8 +184,10 @@ class Extras:
     value_set_fields: dict[str, list[str]]  # the field names of a value set of a struct type
     type_names: dict[
         str, list[str]
-    ]  # the `type` names of a table's keys, an action's params, a header's fields
+    ]  # the `type` (or serializable enum) names of a table's keys, an action's params, a header's fields
     new_types: dict[str, tuple[int, Annos]]  # each `type` declaration of bit<W>: W and its annotations
+    ser_enums: dict[str, tuple[int, dict[str, int]]]  # each serializable enum: its width and members
+    unlisted: set[str]  # extern instances p4c leaves out (declared through a typedef name)
 
 
 def assign_ids(program: ir.Program, x: Extras) -> tuple[ir.Program, Ids]:
@@ -263,6 +265,8 @@ def build(program: ir.Program, x: Extras, ids: Ids) -> p4i.P4Info:
         if t.name in listed:
             _table(info, t, ids, ext_id, preamble, hidden, x)
     for e in program.externs:
+        if e.name in x.unlisted:
+            continue
         if not isinstance(e, ir.DirectCounter | ir.DirectMeter) or e.table in listed:
             _extern(info, e, ids, preamble, x, listed)
     for d in program.digests:
@@ -296,20 +300,34 @@ def _type_name(info: p4i.P4Info, msg: Any, x: Extras, owner: str, i: int) -> Non
     in type_info.new_types: its bit<W>, or its @p4runtime_translation)."""
     names = x.type_names.get(owner, [])
     name = names[i] if i < len(names) else ""
+    if name in x.ser_enums:  # p4c describes the enum in type_info but names no type on the field
+        _ser_enum(info, name, *x.ser_enums[name])
     if not name or name not in x.new_types:
         return
     msg.type_name.name = name
+    width, annos = x.new_types[name]
+    translation = annos.get("p4runtime_translation")
+    if translation:  # the controller sees the translated width, as p4c writes it
+        msg.bitwidth = int(translation[1])
     if name in info.type_info.new_types:  # listed by an earlier reference
         return
-    width, annos = x.new_types[name]
     new = info.type_info.new_types[name]
-    translation = annos.get("p4runtime_translation")
     if translation:
         new.translated_type.uri = str(translation[0])
         new.translated_type.sdn_bitwidth = int(translation[1])
     else:
         new.original_type.bitstring.bit.bitwidth = width
     annotate(new, {k: v for k, v in annos.items() if k != "p4runtime_translation"})
+
+
+def _ser_enum(info: p4i.P4Info, name: str, width: int, members: dict[str, int]) -> None:
+    """type_info.serializable_enums[name]: the underlying bit<W> and each member's value in W bits."""
+    if name in info.type_info.serializable_enums:
+        return
+    enum = info.type_info.serializable_enums[name]
+    enum.underlying_type.bitwidth = width
+    for member, value in members.items():
+        enum.members.add(name=member, value=(value % (1 << width)).to_bytes((width + 7) // 8, "big"))
 
 
 def _table(

@@ -70,4 +70,6 @@ class FrontEnd:
             self.v1.value_set_fields,
             {**t.type_names, **self.decls.field_type_names},
             self.decls.new_types,
+            self.decls.ser_enums,
+            self.v1.unlisted,
         )

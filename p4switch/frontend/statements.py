@@ -116,6 +116,8 @@ class Statements(Part):
                 return []
             scope[name] = Sym("inst", t, fq)
             self.fe.v1.instantiate(t, kids(node.children[2]), fq, node, ctx, self.annos(node.children[0]))
+            if self.fe.decls.names_typedef(node.children[1]):
+                self.fe.v1.unlisted.add(fq)
             return []
         return self.stmt(node, ctx)
 

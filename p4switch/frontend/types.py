@@ -40,7 +40,8 @@ class Type:
     size: int = 0
     args: tuple[Type, ...] = ()
     newtype: str = field(default="", compare=False)
-    """the `type` declaration this type was named by (P4Info's type_name), not part of its identity"""
+    """the `type` declaration (P4Info's type_name) or serializable enum (type_info.serializable_enums) this
+    type was named by, not part of its identity"""
 
     @property
     def in_ir(self) -> bool:

@@ -106,6 +106,7 @@ class V1Model(Part):
         self.digests: dict[str, ir.DigestType] = {}
         self.meta_type = ""
         self.extern_annos: dict[str, dict[str, list[Any]]] = {}
+        self.unlisted: set[str] = set()  # instances p4c leaves out of P4Info (Declarations.names_typedef)
         self.ctor_args: dict[str, list[Node]] = {}  # the pipeline blocks' constructor arguments, by block
         self.value_set_fields: dict[str, list[str]] = {}  # a struct value set's field names, for P4Info
 

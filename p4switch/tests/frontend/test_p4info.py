@@ -340,3 +340,46 @@ def test_type_declarations_are_named_in_p4info(compile_text: Callable[..., Compi
     )
     assert list(new["mac_t"].annotations) == ["@tag"]
     assert new["proto_t"].original_type.bitstring.bit.bitwidth == 16
+
+
+def test_p4info_shows_translated_widths_enums_and_no_instance_of_a_typedef(
+    compile_text: Callable[..., Compiled],
+) -> None:
+    """As p4c writes P4Info: a field of a translated `type` has the translated width (what the controller
+    sends); a serializable enum used by a key or param is described in type_info.serializable_enums (no
+    type_name); an extern instance declared through a typedef name is not listed, yet the program uses it."""
+    types = (
+        '@p4runtime_translation("example.org/mac", 32)\ntype bit<48> mac_t;\n'
+        "enum bit<16> kind_t { A = 1, B = 0x800 }\ntypedef kind_t kind_alias_t;\n"
+        "typedef register<bit<8>> regs_t;\n"
+        "header eth_t { mac_t dst; bit<48> src; kind_alias_t type_; }"
+    )
+    body = """
+    regs_t(4) hidden_regs;
+    register<bit<8>>(4) regs;
+    action set(mac_t m, kind_t k) { hdr.eth.dst = m; hdr.eth.type_ = k; }
+    table t { key = { hdr.eth.dst: exact; hdr.eth.type_: exact; } actions = { set; } }
+    apply {
+        t.apply();
+        hidden_regs.write(1, 9);
+        hidden_regs.read(meta.m8, 1);
+        regs.write(0, meta.m8);
+        hdr.eth.src[7:0] = meta.m8;
+    }"""
+    prog = compile_text(
+        TEMPLATE.replace("header eth_t { bit<48> dst; bit<48> src; bit<16> type_; }", types).replace(
+            "{BODY}", body
+        )
+    )
+    info = prog.p4info
+    keys = by_name(info.tables)["I.t"].match_fields
+    assert [(k.bitwidth, k.type_name.name) for k in keys] == [(32, "mac_t"), (16, "")]
+    params = by_name(info.actions)["I.set"].params
+    assert [(p.bitwidth, p.type_name.name) for p in params] == [(32, "mac_t"), (16, "")]
+    assert info.type_info.new_types["mac_t"].translated_type.sdn_bitwidth == 32
+    enum = info.type_info.serializable_enums["kind_t"]
+    assert enum.underlying_type.bitwidth == 16
+    assert [(m.name, m.value) for m in enum.members] == [("A", b"\x00\x01"), ("B", b"\x08\x00")]
+    assert sorted(by_name(info.registers)) == ["I.regs"]
+    switch = loader.load(prog.ir_json())
+    assert switch.process(0, bytes(12) + b"\x08\x00")[0][1][6:12] == bytes(5) + b"\x09"
