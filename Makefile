@@ -38,8 +38,9 @@ SCALE_ARGS ?=
 scale: setup build ## torus and fat-tree fabrics of growing size: start, ready, keys, trace, memory, CPU, teardown
 	$(PY) -m evaluation.scale $(SCALE_ARGS)
 
+DEMO_ARGS ?=
 demo: setup build ## the main job: fat tree, spoofed flood, traceback, SIF filter and flush; one JSON line last
-	$(PY) -m topologies.demo --target $(TARGET)
+	$(PY) -m topologies.demo --target $(TARGET) $(DEMO_ARGS)
 
 wireshark: setup ## install our Wireshark dissector (ibsec.lua) into your personal Lua plugin folder
 	$(PY) -m ibsec.wireshark install

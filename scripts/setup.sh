@@ -10,8 +10,10 @@ PYTHON=${PYTHON:-python3}
 # tshark: the tests read our Wireshark dissector's output
 # gcc and libc6-dev: p4switch's native engine compiles each program to C (cffi opens the library in ABI
 # mode, so neither Python's nor libffi's headers are needed); gcc brings AddressSanitizer for the fuzz test
+# openssh-server: the cluster test runs its own sshd as the second server (docs/cluster.md); nothing here
+# starts the system's sshd
 APT_PACKAGES=(python3-venv python3-pip iproute2 tcpdump ethtool mininet sudo iputils-ping net-tools tshark gcc
-              libc6-dev)
+              libc6-dev openssh-server)
 
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do

@@ -30,7 +30,7 @@ from ibsm.topology import load_topology
 
 from p4switch import targets
 
-from . import filtering, run, topofile
+from . import filtering, launch, run, topofile
 from .network import FabricError
 
 BAD_PKEY = 0x7BAD
@@ -131,9 +131,13 @@ def flood_capture(fabric: Any, run_dir: Path, attacker: str, victim: str) -> fil
                              reached=pcaps / f"{out.switch}-{out.port}_out.pcap")
 
 
-def run_demo(options: run.RunOptions, rate: int, seconds: float, say: Narrator, claim_sm: bool = False
-             ) -> dict[str, Any]:
+def run_demo(options: run.RunOptions, rate: int, seconds: float, say: Narrator, claim_sm: bool = False,
+             on_start: Callable[[run.FabricRun], None] | None = None) -> dict[str, Any]:
+    """The demo on a fabric of ``options``; ``on_start`` sees the started fabric first (a test looks at
+    where its processes run)."""
     with run.FabricRun(options) as fabric_run:
+        if on_start:
+            on_start(fabric_run)
         secured = " (P4Runtime over mutual TLS)" if fabric_run.tls else ""
         say.say(f"fabric up: {fabric_run.fabric.name} on {fabric_run.target.name}{secured}, run directory "
                 f"{fabric_run.run_dir}")
@@ -265,10 +269,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tls", action="store_true", help="P4Runtime over mutual TLS (SM and switches)")
     parser.add_argument("--claim", choices=("host", "sm"), default="host",
                         help="whose source GID the flood claims: an innocent host's, or the SM's own")
+    parser.add_argument("--cluster", type=launch.servers, default=(), metavar="SERVER[,SERVER...]",
+                        help="place the fabric across these servers (docs/cluster.md)")
+    parser.add_argument("--ssh-config", type=Path, help="ssh client configuration for the servers")
     args = parser.parse_args(argv)
     say = Narrator()
     options = run.RunOptions(target=args.target, policy="sif", security="sth-aead", partitions=2,
-                             quiet_period=args.quiet_period, tls=args.tls)
+                             quiet_period=args.quiet_period, tls=args.tls, cluster=args.cluster,
+                             ssh_config=args.ssh_config)
     try:
         summary = run_demo(options, args.rate, args.seconds, say, claim_sm=args.claim == "sm")
     except (FabricError, TimeoutError) as err:

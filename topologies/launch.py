@@ -67,6 +67,14 @@ def link_delay(text: str) -> str:
     return text
 
 
+def servers(text: str) -> tuple[str, ...]:
+    """Comma-separated server names or addresses, as ssh takes them."""
+    names = tuple(name.strip() for name in text.split(","))
+    if not all(names) or any(c.isspace() or c in "'\"\\;$`" for name in names for c in name):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected SERVER[,SERVER...], names or addresses")
+    return names
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ibsec-fabric", description=DESCRIPTION,
                                      epilog=__doc__.split("\n\n", 1)[1],
@@ -96,6 +104,12 @@ def build_parser() -> argparse.ArgumentParser:
     ctl.add_argument("--no-sm", action="store_true", help="no SM (agents get their P_Key tables from files)")
     ctl.add_argument("--tls", action="store_true", help="P4Runtime over mutual TLS (a CA and certificates "
                      "for this run, removed at teardown)")
+    cl = parser.add_argument_group("cluster (Mininet's cluster mode, docs/cluster.md)")
+    cl.add_argument("--cluster", type=servers, default=(), metavar="SERVER[,SERVER...]",
+                    help="place switches and hosts across these servers (ssh as root; localhost, where the "
+                    "launcher and the SM run, is the first)")
+    cl.add_argument("--ssh-config", type=run.Path, help="ssh client configuration for the servers "
+                    "(keys, ports, known hosts; default ssh's own)")
     parser.add_argument("--run-dir", type=run.Path, help="run directory (default runs/<UTC time>-<fabric>)")
     parser.add_argument("--no-cli", action="store_true", help="no Mininet CLI: wait for Ctrl-C or --duration")
     parser.add_argument("--duration", type=number(0, 1e7, above=True),
@@ -110,7 +124,8 @@ def options_from(args: argparse.Namespace) -> run.RunOptions:
                           target=args.target, routing=args.routing,
                           partitions=args.partitions, security=args.security, policy=args.policy,
                           quiet_period=args.quiet_period, bandwidth_mbit=args.bw, delay=args.delay,
-                          sm=not args.no_sm, run_dir=args.run_dir, verbose=args.verbose, tls=args.tls)
+                          sm=not args.no_sm, run_dir=args.run_dir, verbose=args.verbose, tls=args.tls,
+                          cluster=args.cluster, ssh_config=args.ssh_config)
 
 
 def stop_on_sigterm() -> None:
@@ -154,6 +169,8 @@ def check_together(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
         options_from(args).build_fabric()
     except ValueError as err:
         parser.error(f"{args.fabric}: {err}")
+    if args.cluster and (args.bw or args.delay):
+        parser.error("argument --cluster: links are not shaped across servers (no --bw or --delay)")
     if not args.no_sm and args.quiet_period <= TrapOptions.suppress_window:
         parser.error(f"argument --quiet-period: {args.quiet_period:g} must be longer than the SM's trap "
                      f"suppression window ({TrapOptions.suppress_window:g} s)")

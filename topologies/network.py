@@ -20,10 +20,10 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ibsec import addressing
 from mininet.link import Link, TCLink
@@ -36,6 +36,9 @@ from p4switch.targets import Target
 
 from .fabrics import Fabric
 from .zygote import Child, Zygote
+
+if TYPE_CHECKING:
+    from .cluster import Cluster
 
 REPO = Path(__file__).resolve().parents[1]
 IFACE_PREFIX = "ibf"
@@ -151,13 +154,17 @@ class P4RuntimeSwitch(Switch):  # type: ignore[misc]
         self.log_path = run_dir / "logs" / f"{name}.log"
         self.process: Process | None = None
 
+    def answers(self) -> bool:
+        """Does the P4Runtime port answer, on the switch's own machine?"""
+        return port_answers(self.grpc_port)
+
     def data_ports(self) -> dict[int, str]:
         return {port: intf.name for intf, port in self.ports.items() if intf.name != "lo"}
 
     def start(self, controllers: list[Any]) -> None:
         """Fork the target from the zygote (p4switch: its main in a child of the zygote; another target:
         its binary executed there), not waiting: :meth:`batchStartup` waits for all switches at once."""
-        if port_answers(self.grpc_port):
+        if self.answers():
             raise FabricError(f"{self.name}: gRPC port {self.grpc_port} is already taken")
         secure = tls_args(self.tls, self.name) if self.tls else []
         try:  # the log on stdout, which goes to logs/<switch>.log (a --log-file F would be F.txt)
@@ -180,7 +187,7 @@ class P4RuntimeSwitch(Switch):  # type: ignore[misc]
             if self.process.poll() is not None:
                 raise FabricError(f"switch {self.name} exited with {self.process.returncode} "
                                   f"(log {self.log_path}):\n{tail(self.log_path)}")
-            if port_answers(self.grpc_port):
+            if self.answers():
                 return
             time.sleep(0.2)
         raise FabricError(f"switch {self.name}: P4Runtime port {self.grpc_port} did not answer within "
@@ -255,14 +262,17 @@ def switch_iface(tag: str, index: int, port: int) -> str:
 
 
 class FabricNet:
-    """The Mininet network of a :class:`Fabric`; :meth:`stop` removes every process, namespace and veth."""
+    """The Mininet network of a :class:`Fabric`; :meth:`stop` removes every process, namespace and veth.
+    With a :class:`~topologies.cluster.Cluster`, its nodes and links are placed on the cluster's servers."""
 
     def __init__(self, fabric: Fabric, tgt: Target, run_dir: Path, zygote: Zygote,
-                 links: LinkOptions | None = None, verbose: bool = False, tls: pki.Pki | None = None) -> None:
+                 links: LinkOptions | None = None, verbose: bool = False, tls: pki.Pki | None = None,
+                 cluster: Cluster | None = None) -> None:
         setLogLevel("info" if verbose else "output")  # "output": what the CLI prints
         self.fabric = fabric
         self.zygote = zygote
         self.tls = tls
+        self.cluster = cluster
         self.run_dir = run_dir
         self.tag = iface_tag()
         self.group = link_group()
@@ -272,6 +282,7 @@ class FabricNet:
                            link=TCLink if links and links.params() else Link)
         self._link_params = links.params() if links else {}
         self._pcap_links: dict[str, str] = {}
+        self._iface_switch: dict[str, str] = {}
         try:
             self._add_nodes(tgt)
         except BaseException:
@@ -284,21 +295,28 @@ class FabricNet:
 
     def _add_nodes(self, tgt: Target) -> None:
         index = {sw.name: i for i, sw in enumerate(self.fabric.switches())}
+        cluster = self.cluster
+        link_params = {**self._link_params, **(cluster.link() if cluster else {})}
         for sw in self.fabric.switches():
-            self.net.addSwitch(sw.name, cls=P4RuntimeSwitch, target=tgt, device_id=self.device_ids[sw.name],
-                               grpc_port=self.grpc_ports[sw.name], run_dir=self.run_dir, zygote=self.zygote,
-                               tls=self.tls)
+            placed = cluster.switch(sw.name) if cluster else {"cls": P4RuntimeSwitch}
+            self.net.addSwitch(sw.name, target=tgt, device_id=self.device_ids[sw.name],
+                               grpc_port=self.grpc_ports[sw.name], run_dir=self.run_dir,
+                               zygote=cluster.zygote_of(sw.name, self.zygote) if cluster else self.zygote,
+                               tls=self.tls, **placed)
         for host in self.fabric.hosts():
-            self.net.addHost(host.name, cls=Host, ip=None, mac=addressing.host_mac(host.index))
+            self.net.addHost(host.name, ip=None, mac=addressing.host_mac(host.index),
+                             **(cluster.host(host.name) if cluster else {"cls": Host}))
             iface = switch_iface(self.tag, index[host.switch], host.port)
             self.net.addLink(host.name, host.switch, port2=host.port, intfName1=f"{host.name}-eth0",
-                             intfName2=iface, **self._link_params)
+                             intfName2=iface, **link_params)
             self._pcap_links[iface] = f"{host.switch}-{host.port}"
+            self._iface_switch[iface] = host.switch
         for link in self.fabric.links():
             (a, pa), (b, pb) = link.a, link.b
             ia, ib = switch_iface(self.tag, index[a], pa), switch_iface(self.tag, index[b], pb)
-            self.net.addLink(a, b, port1=pa, port2=pb, intfName1=ia, intfName2=ib, **self._link_params)
+            self.net.addLink(a, b, port1=pa, port2=pb, intfName1=ia, intfName2=ib, **link_params)
             self._pcap_links[ia], self._pcap_links[ib] = f"{a}-{pa}", f"{b}-{pb}"
+            self._iface_switch[ia], self._iface_switch[ib] = a, b
 
     def host_iface(self, host: str) -> str:
         return f"{host}-eth0"
@@ -314,15 +332,40 @@ class FabricNet:
         for host in self.net.hosts:
             iface = self.host_iface(host.name)
             host.cmd(f"sysctl -qw net.ipv6.conf.{iface}.disable_ipv6=1; ip link set {iface} mtu {MTU}")
-        ip_batch([f"link set {iface} mtu {MTU} group {self.group}" for iface in self._pcap_links])
+        for via, ifaces in self._ifaces_by_server().items():
+            ip_batch([f"link set {iface} mtu {MTU} group {self.group}" for iface in ifaces], via)
+            if via:  # this machine's /proc is not that server's
+                sysctls = [f"net.ipv6.conf.{iface}.disable_ipv6=1" for iface in ifaces]
+                subprocess.run([*via, "sysctl", "-qw", *sysctls],
+                               capture_output=True, check=False)
+                continue
+            for iface in ifaces:
+                with contextlib.suppress(OSError):
+                    Path(f"/proc/sys/net/ipv6/conf/{iface}/disable_ipv6").write_text("1")
         for iface, label in self._pcap_links.items():
-            with contextlib.suppress(OSError):
-                Path(f"/proc/sys/net/ipv6/conf/{iface}/disable_ipv6").write_text("1")
             for direction in ("in", "out"):
                 link = self.run_dir / "pcaps" / f"{label}_{direction}.pcap"
                 link.unlink(missing_ok=True)
                 link.symlink_to(f"{iface}_{direction}.pcap")
         self.net.start()
+        if self.cluster:  # the SM reaches every remote switch at 127.0.0.1:<port> here, as a local one
+            for name, port in self.grpc_ports.items():
+                server = self.cluster.server_of(name)
+                if server:
+                    server.forward(f"127.0.0.1:{port}", f"127.0.0.1:{port}")
+
+    def _ifaces_by_server(self) -> dict[tuple[str, ...], list[str]]:
+        """The switch-side interfaces by the command prefix that runs ``ip`` where they are: () here, the
+        ssh command of a cluster's other server."""
+        by: dict[tuple[str, ...], list[str]] = {(): []}
+        for iface, switch in self._iface_switch.items():
+            server = self.cluster.server_of(switch) if self.cluster else None
+            by.setdefault(tuple(server.ssh()) if server else (), []).append(iface)
+        return by
+
+    def _remote(self) -> list[tuple[str, ...]]:
+        """The command prefixes of the cluster's other servers (none without a cluster)."""
+        return [tuple(s.ssh()) for s in self.cluster.servers.values()] if self.cluster else []
 
     def switch(self, name: str) -> P4RuntimeSwitch:
         node: P4RuntimeSwitch = self.net.get(name)
@@ -341,12 +384,14 @@ class FabricNet:
         once (their group), stop the nodes' shells by pid, and give the pcaps their port names."""
         try:
             stop_processes(sw.process for sw in self.net.switches if sw.process is not None)
-            delete_group(self.group, f"{self.tag}s")
-            delete_links(f"{self.tag}s")
+            for via in [(), *self._remote()]:
+                delete_group(self.group, f"{self.tag}s", via)
+                delete_links(f"{self.tag}s", via)
             self.net.links = []  # gone with their root-namespace ends: Mininet need not delete each
             self.net.stop()
         finally:
-            delete_links(f"{self.tag}s")
+            for via in [(), *self._remote()]:
+                delete_links(f"{self.tag}s", via)
             self._name_pcaps()
 
     def _name_pcaps(self) -> None:
@@ -360,41 +405,43 @@ class FabricNet:
                     named.unlink()
 
 
-def our_links(prefix: str = IFACE_PREFIX) -> Iterator[str]:
-    """Names of root-namespace interfaces that start with ``prefix`` (ours by construction)."""
-    out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=True).stdout
+def our_links(prefix: str = IFACE_PREFIX, via: Sequence[str] = ()) -> Iterator[str]:
+    """Names of root-namespace interfaces that start with ``prefix`` (ours by construction); ``via``: the
+    ssh command of another server, whose interfaces these are then (in this module, every ``via`` is)."""
+    out = subprocess.run([*via, "ip", "-o", "link", "show"], capture_output=True, text=True,
+                         check=True).stdout
     for line in out.splitlines():
         name = line.split(":", 2)[1].strip().split("@", 1)[0]
         if name.startswith(prefix):
             yield name
 
 
-def ip_batch(commands: list[str]) -> None:
+def ip_batch(commands: list[str], via: Sequence[str] = ()) -> None:
     """Run ``ip`` commands (``link set X mtu N``, ...) in one process: one fork per command costs seconds
     in a fabric of a thousand interfaces. Errors are not raised (``-force`` goes on past them)."""
     if commands:
-        subprocess.run(["ip", "-force", "-batch", "-"], input="\n".join(commands) + "\n", text=True,
+        subprocess.run([*via, "ip", "-force", "-batch", "-"], input="\n".join(commands) + "\n", text=True,
                        capture_output=True, check=False)
 
 
-def delete_group(group: int, prefix: str) -> bool:
+def delete_group(group: int, prefix: str, via: Sequence[str] = ()) -> bool:
     """Delete every interface of ``group`` in one request, if all of them are named ``prefix...`` (ours):
     the kernel then unregisters them, and their veth peers, together, waiting once for the network's
     readers to let go, where one ``ip link del`` each waits once per interface (3 s for 150 veths, against
     0.1 s). False (nothing deleted) if the group holds anything else or nothing."""
-    out = subprocess.run(["ip", "-o", "link", "show", "group", str(group)], capture_output=True, text=True,
-                         check=False).stdout
+    out = subprocess.run([*via, "ip", "-o", "link", "show", "group", str(group)], capture_output=True,
+                         text=True, check=False).stdout
     names = [line.split(":", 2)[1].strip().split("@", 1)[0] for line in out.splitlines()]
     if not names or not all(name.startswith(prefix) for name in names):
         return False
-    return subprocess.run(["ip", "link", "del", "group", str(group)], capture_output=True,
+    return subprocess.run([*via, "ip", "link", "del", "group", str(group)], capture_output=True,
                           check=False).returncode == 0
 
 
-def delete_links(prefix: str) -> list[str]:
+def delete_links(prefix: str, via: Sequence[str] = ()) -> list[str]:
     """Delete every interface named ``prefix...`` (deleting one end of a veth deletes both); the names of
     those that are gone afterwards."""
-    names = list(our_links(prefix))
-    ip_batch([f"link del {name}" for name in names])
-    left = set(our_links(prefix))
+    names = list(our_links(prefix, via))
+    ip_batch([f"link del {name}" for name in names], via)
+    left = set(our_links(prefix, via))
     return [name for name in names if name not in left]

@@ -33,7 +33,7 @@ from ibsm.events import read_events
 
 from p4switch import pki
 
-from . import fabrics, network, topofile, zygote
+from . import cluster, fabrics, network, topofile, zygote
 from .fabrics import Fabric, HostInfo
 from .network import FabricError, FabricNet, Process
 
@@ -78,6 +78,10 @@ class RunOptions:
     verbose: bool = False
     tls: bool = False
     """P4Runtime over mutual TLS: a CA and certificates made for this run (keys/tls-*), removed at teardown"""
+    cluster: tuple[str, ...] = ()
+    """Servers to place the fabric on (Mininet's cluster mode, docs/cluster.md); () runs it all here"""
+    ssh_config: Path | None = None
+    """The ssh client configuration for the cluster's servers (None: ssh's own, ~/.ssh/config)"""
     sm_args: tuple[str, ...] = field(default_factory=tuple)
     # software switches on a shared 2-core machine add milliseconds per hop: RC needs patience
     agent_args: tuple[str, ...] = ("--ack-timeout", "0.25", "--retries", "12")
@@ -145,6 +149,7 @@ class FabricRun:
             raise FabricError(str(err)) from None
         self.net: FabricNet | None = None
         self.zygote: zygote.Zygote | None = None
+        self.cluster: cluster.Cluster | None = None
         self.tls: pki.Pki | None = None
         self.sm: Process | None = None
         self.agents: dict[str, Agent] = {}
@@ -199,8 +204,12 @@ class FabricRun:
                                     clients=["sm"])
         self.zygote = zygote.Zygote.start(self.run_dir / "zygote.sock", self.run_dir / "logs" / "zygote.log",
                                           self._preload())
+        if self.options.cluster:
+            self.cluster = cluster.Cluster(self.options.cluster, self.options.ssh_config, self.fabric)
+            self.cluster.start(self.run_dir / "logs", self._preload(sm=False))
+            self._milestone("servers", f"a zygote on each of {', '.join(self.cluster.servers)} over ssh")
         self.net = FabricNet(self.fabric, self.target, self.run_dir, self.zygote, links, self.options.verbose,
-                             self.tls)
+                             self.tls, self.cluster)
         self._record()
         doc = topofile.topology_document(self.fabric, self.net.addresses, self.partitions,
                                          self.options.routing)
@@ -220,10 +229,11 @@ class FabricRun:
                             what="the SM to program every switch")
             self._milestone("ready", "the SM has programmed every switch (fabric-ready)")
 
-    def _preload(self) -> tuple[str, ...]:
-        """What the zygote imports before forking: the agent, the switch if it is ours, the SM if any."""
+    def _preload(self, sm: bool = True) -> tuple[str, ...]:
+        """What a zygote imports before forking: the agent, the switch if it is ours, the SM if any (and
+        ``sm``: the SM runs on the launcher's machine only)."""
         return (*((network.P4SWITCH_ENTRY.split(":")[0],) if self.target.name == "p4switch" else ()),
-                AGENT_ENTRY.split(":")[0], *((SM_PRELOAD,) if self.options.sm else ()))
+                AGENT_ENTRY.split(":")[0], *((SM_PRELOAD,) if self.options.sm and sm else ()))
 
     def stop(self) -> None:
         """Stop everything this run started, in reverse order, whatever state it is in."""
@@ -236,6 +246,8 @@ class FabricRun:
         finally:
             if self.zygote is not None:
                 self.zygote.close()
+            if self.cluster is not None:
+                self.cluster.close()
             for path in (self.run_dir / "keys").iterdir():
                 path.unlink(missing_ok=True)
             for agent in self.agents.values():
@@ -247,6 +259,9 @@ class FabricRun:
         started: list[Process] = [*self.tools, *(a.process for a in self.agents.values())]
         if self.zygote is not None and self.zygote.process is not None:
             started.append(self.zygote.process)
+        if self.cluster is not None:  # the ssh connections (each a server's zygote) and tunnels
+            started += [z.process for z in self.cluster.zygotes.values() if z.process is not None]
+            started += self.cluster.tunnels
         return started + ([self.sm] if self.sm else [])
 
     def _record(self) -> None:
@@ -280,19 +295,25 @@ class FabricRun:
         self._record()
 
     def _start_agent(self, host: HostInfo) -> None:
-        """The host's agent, forked from the zygote into the host's namespace."""
+        """The host's agent, forked from its server's zygote into the host's namespace; on another server,
+        its control socket is in that server's own directory and forwarded to the usual one here."""
         assert self.net is not None and self.zygote is not None
         control = self.run_dir / f"{host.name}.sock"
+        server = self.cluster.server_of(host.name) if self.cluster else None
+        listen = f"{server.remote_dir}/{host.name}.sock" if server else str(control)
         argv = ["--name", host.name,
                 "--iface", self.net.host_iface(host.name), "--run-dir", str(self.run_dir),
                 "--subnet", str(topofile.SUBNET), "--lid", str(addressing.host_lid(host.index)),
-                "--keys", str(self.key_file(host.name)), "--control", str(control), *self.options.agent_args]
+                "--keys", str(self.key_file(host.name)), "--control", listen, *self.options.agent_args]
         if self.options.sm:
             argv += ["--sm-gid", topofile.sm_gid()]
         else:
             argv += ["--pkeys", str(self._pkey_file(host))]
-        proc = self.zygote.spawn(f"host {host.name}", argv, self.run_dir / "logs" / f"{host.name}.out",
+        spawner = self.cluster.zygote_of(host.name, self.zygote) if self.cluster else self.zygote
+        proc = spawner.spawn(f"host {host.name}", argv, self.run_dir / "logs" / f"{host.name}.out",
                                  entry=AGENT_ENTRY, prog="ibsec-agent", netns=self.net.host(host.name).pid)
+        if server:
+            server.forward(str(control), listen)
         self.agents[host.name] = Agent(host, self.gid(host.name), proc, control)
 
     def _pkey_file(self, host: HostInfo) -> Path:

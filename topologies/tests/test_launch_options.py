@@ -27,6 +27,9 @@ from topologies import launch
     (["--quiet-period", "-1"], "argument --quiet-period: -1 is not more than 0"),
     (["--quiet-period", "1"], "argument --quiet-period: 1 must be longer than the SM's trap suppression"),
     (["--no-cli", "--duration", "0"], "argument --duration: 0 is not more than 0"),
+    (["--cluster", "a,,b"], "argument --cluster: 'a,,b': expected SERVER[,SERVER...]"),
+    (["--cluster", "a;reboot"], "argument --cluster: 'a;reboot': expected SERVER[,SERVER...]"),
+    (["--cluster", "server2", "--bw", "10"], "argument --cluster: links are not shaped across servers"),
 ])
 def test_bad_values_stop_the_launcher_before_anything_starts(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], expected: str) -> None:

@@ -1,0 +1,93 @@
+"""The demo across two servers (Mininet's cluster mode): the second server is a network namespace with an
+sshd of the test's own (sshserver.py); the launcher's machine runs the SM. Issue 17.
+
+What it checks are mechanisms: the nodes are where the placement put them (processes in the second
+server's network namespace), the trace names the true attacker, the filter is installed, no attack frame
+reaches the victim after it, and nothing of the run (processes, interfaces, namespaces) is left.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from topologies import cluster, demo, network, run
+
+from .conftest import Footprint, needs_root
+from .sshserver import SSHD, second_server
+
+pytestmark = [needs_root, pytest.mark.skipif(not SSHD.exists() or not shutil.which("ssh"),
+                                             reason="needs Debian's openssh-server and ssh (make setup)")]
+
+GONE_TIMEOUT = 60.0
+"""Bounds how long a remote shell takes to see its ssh session end (it is gone as soon as it does)."""
+
+
+def netns_inode(pid: int) -> int:
+    return os.stat(f"/proc/{pid}/ns/net").st_ino
+
+
+def wait_gone(footprint: Footprint) -> list[str]:
+    """The run's leftovers once they are gone or GONE_TIMEOUT has passed: a remote node's shell ends when
+    its ssh session's end reaches it, which is after the launcher's teardown returns."""
+    deadline = time.monotonic() + GONE_TIMEOUT
+    while (left := footprint.leftovers()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return left
+
+
+def test_placement_bins_switches_and_keeps_hosts_with_their_switch() -> None:
+    fabric = run.RunOptions(fabric="fat-tree", k=2, levels=3).build_fabric()
+    place = cluster.placement(fabric, cluster.servers_of(["10.0.0.2"]))
+    servers = [place[s.name] for s in fabric.switches()]
+    assert servers.count("localhost") == servers.count("10.0.0.2") == 6
+    assert all(place[h.name] == place[h.switch] for h in fabric.hosts())
+    hosts = [place[h.name] for h in fabric.hosts()]
+    assert hosts.count("localhost") == hosts.count("10.0.0.2") == 4
+    crossing = [link for link in fabric.links() if place[link.a[0]] != place[link.b[0]]]
+    assert len(crossing) == 4
+    assert cluster.servers_of(["b", "localhost", "b", "c"]) == ("localhost", "b", "c")
+
+
+def test_the_demo_across_two_servers(tmp_path: Path) -> None:
+    with second_server(tmp_path / "ssh") as server:
+        options = run.RunOptions(fabric="fat-tree", k=2, levels=3, policy="sif", security="sth-aead",
+                                 partitions=2, run_dir=tmp_path / "run", cluster=(server.address,),
+                                 ssh_config=server.ssh_config)
+        footprints: list[Footprint] = []
+
+        def started(fabric_run: run.FabricRun) -> None:
+            footprints.append(Footprint.of(fabric_run))
+            check_placement(fabric_run, server.sshd_pid)
+
+        try:
+            summary = demo.run_demo(options, rate=1000, seconds=4.0, say=demo.Narrator(), on_start=started)
+        finally:
+            left = [leftover for footprint in footprints for leftover in wait_gone(footprint)]
+        place = cluster.placement(options.build_fabric(), cluster.servers_of(options.cluster))
+        assert place[summary["attacker"]] != place[summary["victim"]]
+        assert summary["traced_host"] == summary["attacker"]
+        assert summary["attack_packets_reaching_victim_after_filter"] == 0
+        assert summary["attack_packets_forwarded_after_filter"] == 0
+        assert left == []
+        assert [name for f in footprints for name in network.our_links(f.iface_prefix)] == []
+
+
+def check_placement(fabric_run: run.FabricRun, sshd_pid: int) -> None:
+    """Every node the placement put on the second server runs in its network namespace (a host: in a
+    namespace of its own made there), every other one here; the attacker and the victim are on different
+    servers, so the flood and the trace cross the tunnel."""
+    assert fabric_run.cluster is not None and fabric_run.net is not None
+    there, here = netns_inode(sshd_pid), netns_inode(os.getpid())
+    for switch in fabric_run.fabric.switches():
+        process = fabric_run.net.switch(switch.name).process
+        assert process is not None
+        expected = here if fabric_run.cluster.place[switch.name] == cluster.LOCAL else there
+        assert netns_inode(process.pid) == expected, switch.name
+    for name, agent in fabric_run.agents.items():
+        assert netns_inode(agent.process.pid) not in (here, there)
+        assert netns_inode(agent.process.pid) == netns_inode(fabric_run.net.host(name).pid)
