@@ -89,14 +89,14 @@ class Server:
         return ["ssh", *config, "-o", "BatchMode=yes", "-o", f"ConnectTimeout={CONNECT_TIMEOUT}",
                 "-o", f"ControlPath={control}", *options, self.dest]
 
-    def start_zygote(self, log: Path, modules: Sequence[str]) -> Zygote:
+    def start_zygote(self, log: Path, ssh_log: Path, modules: Sequence[str]) -> Zygote:
         """Open the master connection running this server's zygote, with its socket forwarded here; return
         once the zygote listens. Closing it (Zygote.close: SIGTERM to ssh) ends the connection, the
         zygote's standard input with it, and so the zygote and its children."""
         command = (f"mkdir -p -m 700 {self.remote_dir} && cd {REPO} && {sys.executable} -m topologies.zygote "
                    f"--socket {self.remote_dir}/zygote.sock --exit-with-stdin "
                    + " ".join(f"--preload {m}" for m in modules) + f"; rm -rf {self.remote_dir}")
-        argv = self.ssh("-M", "-o", "ControlPersist=no", "-o", "ExitOnForwardFailure=yes",
+        argv = self.ssh("-M", "-E", str(ssh_log), "-o", "ControlPersist=no", "-o", "ExitOnForwardFailure=yes",
                         "-L", f"{self.zygote_socket}:{self.remote_dir}/zygote.sock")
         proc = subprocess.Popen([*argv, command], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, start_new_session=True)
@@ -117,8 +117,9 @@ class Server:
             waited += 0.5
             if proc.poll() is not None or waited > SPAWN_TIMEOUT:
                 stop_processes([proc])
-                raise FabricError(f"server {self.name}: no zygote over ssh (log {log}):\n"
-                                  f"{log.read_text(errors='replace')[-2000:]}")
+                raise FabricError(f"server {self.name}: no zygote over ssh (logs {log}, {ssh_log}):\n"
+                                  f"{log.read_text(errors='replace')[-1000:]}"
+                                  f"{ssh_log.read_text(errors='replace')[-1000:]}")
         return Zygote(self.zygote_socket, proc)
 
     def forward(self, local: str, remote: str) -> None:
@@ -140,8 +141,11 @@ class Cluster:
     """The servers of one run: placement, ssh connections and their zygotes, tunnels; :meth:`close` ends
     them all."""
 
-    def __init__(self, names: Iterable[str], ssh_config: Path | None, fabric: Fabric) -> None:
+    def __init__(self, names: Iterable[str], ssh_config: Path | None, fabric: Fabric, logs: Path) -> None:
         self.names = servers_of(names)
+        self.logs = logs
+        """ssh's own logs (``-E``) go here: its diagnostics next to the others, and every ssh process of the
+        run names the run directory, so ``ibsec-fabric clean`` knows it for this run's after a crash"""
         self.ssh_config = ssh_config
         self.control_dir = Path(tempfile.mkdtemp(prefix="ibf-ssh-"))  # short: ControlPath has ~100 bytes
         self.servers = {name: Server(name, i, ssh_config, self.control_dir)
@@ -151,9 +155,10 @@ class Cluster:
         self.tunnels: list[subprocess.Popen[bytes]] = []
         self._tap = (os.getpid() % 1_000_000) * 1000
 
-    def start(self, logs: Path, modules: Sequence[str]) -> None:
+    def start(self, modules: Sequence[str]) -> None:
         for name, server in self.servers.items():
-            self.zygotes[name] = server.start_zygote(logs / f"zygote-{name}.log", modules)
+            self.zygotes[name] = server.start_zygote(self.logs / f"zygote-{name}.log",
+                                                     self.logs / f"ssh-{name}.log", modules)
 
     def server_of(self, node: str) -> Server | None:
         """The remote server of a node, None if it runs here."""
@@ -222,7 +227,9 @@ class ClusterLink(RemoteLink):  # type: ignore[misc]
             out = node.rcmd(f"ip tuntap add dev tap{tap} mode tap")
             if out.strip():
                 raise FabricError(f"cannot create tap{tap} on {node.server}: {out.strip()}")
-        options = ("-n", "-o", "Tunnel=ethernet", "-o", "ExitOnForwardFailure=yes", "-w", f"{tap}:{tap}")
+        log = self.cluster.logs / f"ssh-tunnel-{tap}.log"
+        options = ("-n", "-E", str(log), "-o", "Tunnel=ethernet", "-o", "ExitOnForwardFailure=yes",
+                   "-w", f"{tap}:{tap}")
         remote = self.cluster.servers[node2.server]
         if node1.server == LOCAL:
             argv = [*remote.ssh(*options, shared=False), "echo @"]
@@ -234,8 +241,8 @@ class ClusterLink(RemoteLink):  # type: ignore[misc]
         self.cluster.tunnels.append(tunnel)
         assert tunnel.stdout is not None
         if tunnel.stdout.read(1) != b"@":
-            raise FabricError(f"ssh tunnel {node1.server}:{intfname1} == {node2.server}:{intfname2} failed: "
-                              f"{tunnel.stdout.read(2000).decode(errors='replace')}")
+            raise FabricError(f"ssh tunnel {node1.server}:{intfname1} == {node2.server}:{intfname2} failed "
+                              f"(log {log}): {tunnel.stdout.read(2000).decode(errors='replace')}")
         for node, name, addr in ((node1, intfname1, addr1), (node2, intfname2, addr2)):
             self.moveIntf(f"tap{tap}", node)
             out = node.cmd(f"ip link set tap{tap} name {name}" + (f" address {addr}" if addr else ""))

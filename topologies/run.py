@@ -205,8 +205,9 @@ class FabricRun:
         self.zygote = zygote.Zygote.start(self.run_dir / "zygote.sock", self.run_dir / "logs" / "zygote.log",
                                           self._preload())
         if self.options.cluster:
-            self.cluster = cluster.Cluster(self.options.cluster, self.options.ssh_config, self.fabric)
-            self.cluster.start(self.run_dir / "logs", self._preload(sm=False))
+            self.cluster = cluster.Cluster(self.options.cluster, self.options.ssh_config, self.fabric,
+                                           self.run_dir / "logs")
+            self.cluster.start(self._preload(sm=False))
             self._milestone("servers", f"a zygote on each of {', '.join(self.cluster.servers)} over ssh")
         self.net = FabricNet(self.fabric, self.target, self.run_dir, self.zygote, links, self.options.verbose,
                              self.tls, self.cluster)
