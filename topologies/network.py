@@ -336,8 +336,7 @@ class FabricNet:
             ip_batch([f"link set {iface} mtu {MTU} group {self.group}" for iface in ifaces], via)
             if via:  # this machine's /proc is not that server's
                 sysctls = [f"net.ipv6.conf.{iface}.disable_ipv6=1" for iface in ifaces]
-                subprocess.run([*via, "sysctl", "-qw", *sysctls],
-                               capture_output=True, check=False)
+                subprocess.run([*via, "sysctl", "-qw", *sysctls], capture_output=True, check=False)
                 continue
             for iface in ifaces:
                 with contextlib.suppress(OSError):
