@@ -201,6 +201,23 @@ def test_each_program_is_bounded_in_time(
     assert "[2/2]" in capsys.readouterr().out
 
 
+def test_the_largest_program_starts_first_and_the_report_keeps_name_order(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One worker: the progress lines show the order programs were taken in (biggest source first, so a
+    long one never runs alone at the end); report.json lists them by name."""
+    corpus = tmp_path / "p4_16_samples"
+    corpus.mkdir()
+    write(corpus, "a_small", FORWARDER, None)
+    write(corpus, "b_big", FORWARDER + "// padding\n" * 50, None)
+    write(corpus, "c_medium", FORWARDER + "// padding\n", None)
+    main([str(corpus), "--jobs", "1", "--report", str(tmp_path / "report")])
+    started = [line.split()[1] for line in capsys.readouterr().out.splitlines() if line.startswith("[")]
+    assert started == ["b_big", "c_medium", "a_small"]
+    data = json.loads((tmp_path / "report" / "report.json").read_text())
+    assert [p["program"] for p in data["programs"]] == ["a_small", "b_big", "c_medium"]
+
+
 def test_names_resolve_as_p4cs_runner() -> None:
     tables = ["Ingress.t", "Ingress.sub.t2", "Egress.t2"]
     assert resolve("t", tables, "table") == "Ingress.t"
