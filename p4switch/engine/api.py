@@ -41,6 +41,9 @@ PKT_INSTANCE_COALESCED = 3
 PKT_INSTANCE_RECIRC = 4
 PKT_INSTANCE_REPLICATION = 5
 PKT_INSTANCE_RESUBMIT = 6
+MAX_PASSES = 16
+"""resubmits and recirculations of one received frame, on both back ends: a program that always asks for
+another pass has the frame dropped (counted) instead of looping forever as BMv2 would"""
 
 # meter colours (v1model / BMv2)
 GREEN, YELLOW, RED = 0, 1, 2
@@ -246,7 +249,9 @@ class Switch(ABC):
             ``parser_error:PacketTooShort``), ``digest``, ``clone``, ``mcast_copies``; missing key = 0.
             (added:) ``clone_no_session`` (clone to a session that does not exist), ``assert_failed``,
             ``parser_reject`` (the program's own ``transition reject``; the packet goes on to ingress),
-            ``internal_error`` (an engine bug caught by process(); the frame is dropped and logged).
+            ``internal_error`` (an engine bug caught by process(); the frame is dropped and logged),
+            ``resubmit`` and ``recirculate`` (passes run), ``resubmit_limit`` and ``recirculate_limit``
+            (frames dropped after MAX_PASSES passes).
         lock: the lock described in the module docstring.
         log: where per-packet TRACE lines and warnings go.
     """

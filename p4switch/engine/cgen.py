@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from p4switch import ir
-from p4switch.engine.api import DROP_PORT, ProgramError
+from p4switch.engine.api import DROP_PORT, MAX_PASSES, ProgramError
 from p4switch.engine.codegen import V1_ERRORS, Emitter, mask
 
 HASH_CODES = {"crc16": 0, "crc32": 1, "csum16": 2, "identity": 3, "xor16": 4}
@@ -700,9 +700,13 @@ class CCodegen:
         kind = {"I2E": 1, "E2E": 2}.get(s.clone_type or "")
         if kind is None:
             raise self.unsupported(s, f"clone type {s.clone_type}")
-        fl = self.field_lists.setdefault(paths, len(self.field_lists))
+        fl = self.field_list_case(paths)
         session = self.expr(s.args[0], sc)
         self.out.line(f"X->clone_type = {kind}; X->clone_session = (u64)({session}); X->clone_fl = {fl};")
+
+    def field_list_case(self, paths: tuple[tuple[str, ...], ...]) -> int:
+        """The case of np_gen_preserve that copies these metadata fields (0: none)."""
+        return self.field_lists.setdefault(paths, len(self.field_lists))
 
     def call_resubmit(self, s: ir.Call, sc: CScope) -> None:
         raise ProgramError(f"{self.src}: resubmit is not supported by p4switch")
@@ -711,10 +715,12 @@ class CCodegen:
         raise ProgramError(f"{self.src}: recirculate is not supported by p4switch")
 
     def call_resubmit_preserving_field_list(self, s: ir.Call, sc: CScope) -> None:
-        raise self.unsupported(s, "resubmit_preserving_field_list (the Python engine runs it)")
+        """resubmit (in ingress) or recirculate (in egress): one request per pass, the last call wins, as
+        switch.ExternCtx keeps it; the pipeline (np_pipeline.h) runs the pass."""
+        fl = self.field_list_case(tuple(tuple(path) for path in s.field_list or ()))
+        self.out.line(f"X->again = 1; X->again_fl = {fl};")
 
-    def call_recirculate_preserving_field_list(self, s: ir.Call, sc: CScope) -> None:
-        raise self.unsupported(s, "recirculate_preserving_field_list (the Python engine runs it)")
+    call_recirculate_preserving_field_list = call_resubmit_preserving_field_list
 
     def packed(self, data: tuple[ir.Expr, ...], sc: CScope, buf: str) -> int:
         """Emit a byte array ``buf`` holding the fields packed bit by bit as BMv2 does (zero-padded to a
@@ -1116,7 +1122,8 @@ class CCodegen:
         return f"{prefix}_{cid(name)}({', '.join(args)})"
 
     def gen_preserve(self) -> None:
-        """np_gen_preserve: copy a clone's preserved metadata fields (one case per field list)."""
+        """np_gen_preserve: copy the metadata fields a clone, resubmit or recirculate preserves (one case per
+        field list)."""
         o = self.out
         o.line("static void np_gen_preserve(int fl, const NP_M *src, NP_M *dst) {")
         o.indent()
@@ -1138,6 +1145,7 @@ class CCodegen:
         o = self.out
         o.line(f"#define NP_NERRORS {len(self.errors)}")
         o.line(f"#define NP_DEPARSE_BOUND {self.deparse_bound}")
+        o.line(f"#define NP_MAX_PASSES {MAX_PASSES}")
         rows = []
         for tid, t in enumerate(self.tables.values()):
             keys = [k for k in t.keys if k.match != "selector"]

@@ -75,7 +75,7 @@ int np_clone_delete(np_switch *sw, uint64_t session);
 """
 
 STATS = ("rx", "tx", "dropped", "digest", "clone", "mcast_copies", "clone_no_session", "assert_failed",
-         "parser_reject", "internal_error")
+         "parser_reject", "internal_error", "resubmit", "recirculate", "resubmit_limit", "recirculate_limit")
 """np_switch.h's statistics, in order; the parser errors follow, one per error code."""
 EV_DIGEST, EV_LOG_MSG, EV_ASSERT = 16, 17, 18
 REF_KINDS = {ActionCall: 0, MemberRef: 1, GroupRef: 2}

@@ -15,6 +15,7 @@ from typing import Any
 from p4switch import ir
 from p4switch.engine.api import (
     DROP_PORT,
+    MAX_PASSES,
     PKT_INSTANCE_EGRESS_CLONE,
     PKT_INSTANCE_INGRESS_CLONE,
     PKT_INSTANCE_RECIRC,
@@ -33,7 +34,6 @@ from p4switch.engine.externs import (
 from p4switch.engine.tables import Table, action_text
 
 MAX_CLONE_DEPTH = 4  # an E2E clone may clone again; bound it so a program cannot loop forever
-MAX_PASSES = 16  # resubmits and recirculations of one frame: a program that always asks cannot loop forever
 
 
 class Reject(Exception):  # noqa: N818 - a parser outcome, not an error of the engine
@@ -302,11 +302,11 @@ class V1Switch(ControlPlane):
             sm.instance_type = again[0]
         x.payload = payload
         self.run_ingress(None, h, m, sm)
-        req = x.clone_req
+        req, again_req = x.clone_req, x.again_req  # read before the I2E clone's egress pass resets them
         if req is not None and req[0] == "I2E":
             self._ingress_clone(port, frame, m, req, out)
-        if x.again_req is not None:  # resubmit: the frame as it came, the preserved fields kept
-            self._again(port, frame, out, PKT_INSTANCE_RESUBMIT, self._preserved_meta(m, x.again_req))
+        if again_req is not None:  # resubmit: the frame as it came, the preserved fields kept
+            self._again(port, frame, out, PKT_INSTANCE_RESUBMIT, self._preserved_meta(m, again_req))
             return
         copies = self._traffic_manager(h, m, sm)
         for eh, em, esm in copies:
@@ -404,7 +404,7 @@ class V1Switch(ControlPlane):
         if self.run_egress is not None:
             sm.egress_global_timestamp = int((self.clock() - self.start_time) * 1e6) & 0xFFFFFFFFFFFF
             self.run_egress(None, h, m, sm)
-        req = x.clone_req
+        req, again = x.clone_req, x.again_req  # read before an E2E clone's own egress pass resets them
         if req is not None and req[0] == "E2E" and depth < MAX_CLONE_DEPTH:
             session = self._session(req[1])
             for replica in session.replicas if session else ():
@@ -430,7 +430,6 @@ class V1Switch(ControlPlane):
             if self.g["TR"]:
                 self._trace("egress: dropped (mark_to_drop in egress)")
             return
-        again = x.again_req
         x.payload = payload
         pk = self.deparse_ctx
         pk.out = chunks = []

@@ -42,7 +42,6 @@ from p4switch.native.fuzz import default_seeds
 
 REPO = Path(__file__).resolve().parents[2]
 NOT_NATIVE = {
-    "resubmit_recirculate.p4": "resubmit_preserving_field_list",
     "value_sets.p4": "a parser value set",
     "varbit.p4": "varbit field",
 }

@@ -42,6 +42,8 @@ class FuzzRun:
     outputs: int
     parser_errors: int
     internal_errors: int
+    passes: int
+    """resubmits and recirculations run"""
     report: str
 
     @property
@@ -91,13 +93,13 @@ def run(program: ir.Program, frames: int, seed: int = 1, seeds: list[bytes] | No
                               timeout=timeout, env={**os.environ, **SANITIZER_ENV})
     finally:
         os.unlink(path)
-    counts = dict.fromkeys(("frames", "outputs", "parser_errors", "internal_errors"), 0)
+    counts = dict.fromkeys(("frames", "outputs", "parser_errors", "internal_errors", "passes"), 0)
     words = done.stdout.split()
     for name, value in zip(words[::2], words[1::2], strict=False):
         if name in counts:
             counts[name] = int(value)
     return FuzzRun(done.returncode, counts["frames"], counts["outputs"], counts["parser_errors"],
-                   counts["internal_errors"], done.stderr[-20000:])
+                   counts["internal_errors"], counts["passes"], done.stderr[-20000:])
 
 
 def read_pcap_frames(path: Path) -> list[bytes]:
@@ -130,7 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"fuzz: {args.program} under ASan+UBSan, {args.frames} frames, seed {args.seed} ...", flush=True)
     result = run(program, args.frames, args.seed, seeds)
     print(f"fuzz: exit status {result.returncode}; {result.frames} frames, {result.outputs} frames out, "
-          f"{result.parser_errors} parser errors, {result.internal_errors} internal errors")
+          f"{result.parser_errors} parser errors, {result.internal_errors} internal errors, "
+          f"{result.passes} resubmits and recirculations")
     if not result.clean:
         print(result.report, file=sys.stderr)
         return 1

@@ -292,9 +292,10 @@ int main(int argc, char **argv) {
     u64 parser_errors = 0;
     for (int e = 0; e < NP_NERRORS; e++)
         parser_errors += stats[NP_STAT_PARSER_ERROR + e];
-    printf("frames %llu outputs %llu parser_errors %llu internal_errors %llu\n", (unsigned long long)stats[NP_STAT_RX],
-           (unsigned long long)outputs, (unsigned long long)parser_errors,
-           (unsigned long long)stats[NP_STAT_INTERNAL_ERROR]);
+    printf("frames %llu outputs %llu parser_errors %llu internal_errors %llu passes %llu\n",
+           (unsigned long long)stats[NP_STAT_RX], (unsigned long long)outputs, (unsigned long long)parser_errors,
+           (unsigned long long)stats[NP_STAT_INTERNAL_ERROR],
+           (unsigned long long)(stats[NP_STAT_RESUBMIT] + stats[NP_STAT_RECIRCULATE]));
     np_switch_free(sw);
     free(frame);
     for (uint32_t i = 0; i < seeds.n; i++)

@@ -1,7 +1,7 @@
 /* The v1model pipeline around a compiled program, as p4switch/engine/switch.py runs it (BMv2
- * simple_switch's order): parser -> verify checksum + ingress -> traffic manager (clone I2E, multicast,
- * drop, unicast) -> egress (clone E2E) -> compute checksum + deparser; and the C API p4switch/engine/
- * native.py drives (every function takes the switch's lock).
+ * simple_switch's order): parser -> verify checksum + ingress -> traffic manager (clone I2E, resubmit,
+ * multicast, drop, unicast) -> egress (clone E2E) -> compute checksum + deparser (recirculate); and the C
+ * API p4switch/engine/native.py drives (every function takes the switch's lock).
  *
  * Included at the end of the generated source, which defines the program: NP_H, NP_M, NP_SM (headers,
  * metadata, standard_metadata_t), np_gen_parse/ingress/egress/deparse/preserve, and the descriptions of
@@ -25,11 +25,15 @@ static void np_count_frame(np_emit *self, uint32_t port, const uint8_t *data, ui
     c->inner->frame(c->inner, port, data, len);
 }
 
-/* Fresh headers and metadata for a frame, parsed; returns where the payload starts. */
+/* Fresh headers and metadata (`keep`: the metadata a resubmit or recirculate preserved, else zeros) for a
+ * frame, parsed; returns where the payload starts. */
 static u64 np_parse(np_switch *sw, np_x *X, uint32_t port, const uint8_t *frame, u64 len, NP_H *h, NP_M *m,
-                    NP_SM *sm) {
+                    NP_SM *sm, const NP_M *keep) {
     memset(h, 0, sizeof *h);
-    memset(m, 0, sizeof *m);
+    if (keep)
+        *m = *keep;
+    else
+        memset(m, 0, sizeof *m);
     memset(sm, 0, sizeof *sm);
     sm->f_ingress_port = port;
     sm->f_packet_length = len;
@@ -61,9 +65,13 @@ static void np_preserved(int fl, const NP_M *m, NP_M *fresh) {
     np_gen_preserve(fl, m, fresh);
 }
 
+static void np_again(np_switch *sw, np_x *X, uint32_t port, const uint8_t *frame, u64 len, np_emit *out,
+                     int instance_type, const NP_M *m, int fl);
+
 static void np_egress(np_switch *sw, np_x *X, NP_H *h, NP_M *m, NP_SM *sm, const uint8_t *payload, u64 plen,
                       np_emit *out, int depth, uint32_t truncate) {
     X->clone_type = 0;
+    X->again = 0;
     X->sm = sm;
     X->length = sm->f_packet_length;
     X->payload = payload;
@@ -73,6 +81,7 @@ static void np_egress(np_switch *sw, np_x *X, NP_H *h, NP_M *m, NP_SM *sm, const
     sm->f_egress_global_timestamp = np_timestamp(sw);
     np_gen_egress(X, h, m, sm);
 #endif
+    int again = X->again, again_fl = X->again_fl; /* read before an E2E clone's own egress pass resets them */
     if (X->clone_type == 2 && depth < NP_MAX_CLONE_DEPTH) {
         u64 sid = X->clone_session;
         int fl = X->clone_fl;
@@ -107,6 +116,17 @@ static void np_egress(np_switch *sw, np_x *X, NP_H *h, NP_M *m, NP_SM *sm, const
     u64 n = X->out_len;
     if (truncate && n > truncate)
         n = truncate;
+    if (again) { /* recirculate: the deparsed frame back to the parser; the next pass reuses X->out */
+        uint8_t *copy = malloc(n ? n : 1);
+        if (!copy) {
+            sw->stats[NP_STAT_INTERNAL_ERROR]++;
+            return;
+        }
+        memcpy(copy, X->out, n);
+        np_again(sw, X, (uint32_t)sm->f_ingress_port, copy, n, out, 4 /* PKT_INSTANCE_RECIRC */, m, again_fl);
+        free(copy);
+        return;
+    }
     out->frame(out, (uint32_t)sm->f_egress_port, X->out, (uint32_t)n);
 }
 
@@ -118,7 +138,7 @@ static void np_ingress_clone(np_switch *sw, np_x *X, uint32_t port, const uint8_
         NP_H ch;
         NP_M cm, unused;
         NP_SM csm;
-        u64 pos = np_parse(sw, X, port, frame, len, &ch, &unused, &csm);
+        u64 pos = np_parse(sw, X, port, frame, len, &ch, &unused, &csm, NULL);
         np_preserved(fl, m, &cm);
         csm.f_instance_type = 1; /* PKT_INSTANCE_INGRESS_CLONE */
         csm.f_egress_port = s->r[i].port;
@@ -127,24 +147,30 @@ static void np_ingress_clone(np_switch *sw, np_x *X, uint32_t port, const uint8_
     }
 }
 
-static void np_run(np_switch *sw, uint32_t port, const uint8_t *frame, u64 len, np_emit *inner) {
-    np_counting out = {{np_count_frame}, inner, sw};
-    np_x X;
-    memset(&X, 0, sizeof X);
-    X.sw = sw;
-    X.out = sw->outbuf;
-    X.out_cap = sw->outcap;
-    sw->stats[NP_STAT_RX]++;
-    X.length = len;
+/* Parser, ingress and the traffic manager for a frame: a received one (instance_type 0, keep NULL) or a
+ * resubmitted or recirculated one (its instance_type and preserved metadata). */
+static void np_ingress_pass(np_switch *sw, np_x *X, uint32_t port, const uint8_t *frame, u64 len, np_emit *out,
+                            int instance_type, const NP_M *keep) {
+    X->length = len;
+    X->clone_type = 0;
+    X->again = 0;
+    X->meter_color = 0;
     NP_H h;
     NP_M m;
     NP_SM sm;
-    u64 pos = np_parse(sw, &X, port, frame, len, &h, &m, &sm);
-    X.payload = frame + pos;
-    X.payload_len = len - pos;
-    np_gen_ingress(&X, &h, &m, &sm);
-    if (X.clone_type == 1)
-        np_ingress_clone(sw, &X, port, frame, len, &m, X.clone_session, X.clone_fl, &out.emit);
+    u64 pos = np_parse(sw, X, port, frame, len, &h, &m, &sm, keep);
+    if (instance_type)
+        sm.f_instance_type = (u64)instance_type;
+    X->payload = frame + pos;
+    X->payload_len = len - pos;
+    np_gen_ingress(X, &h, &m, &sm);
+    int again = X->again, again_fl = X->again_fl; /* read before the I2E clone's egress pass resets them */
+    if (X->clone_type == 1)
+        np_ingress_clone(sw, X, port, frame, len, &m, X->clone_session, X->clone_fl, out);
+    if (again) { /* resubmit: the frame as it came, the preserved fields kept */
+        np_again(sw, X, port, frame, len, out, 6 /* PKT_INSTANCE_RESUBMIT */, &m, again_fl);
+        return;
+    }
     u64 group = sm.f_mcast_grp;
     if (group) {
         np_replicas *g = np_hmap_get(&sw->mcast, &group);
@@ -157,7 +183,7 @@ static void np_run(np_switch *sw, uint32_t port, const uint8_t *frame, u64 len, 
             csm.f_egress_port = g->r[i].port;
             csm.f_egress_rid = g->r[i].rid;
             csm.f_instance_type = 5; /* PKT_INSTANCE_REPLICATION */
-            np_egress(sw, &X, &ch, &cm, &csm, frame + pos, len - pos, &out.emit, 0, 0);
+            np_egress(sw, X, &ch, &cm, &csm, frame + pos, len - pos, out, 0, 0);
         }
         return;
     }
@@ -166,7 +192,35 @@ static void np_run(np_switch *sw, uint32_t port, const uint8_t *frame, u64 len, 
         return;
     }
     sm.f_egress_port = sm.f_egress_spec;
-    np_egress(sw, &X, &h, &m, &sm, frame + pos, len - pos, &out.emit, 0, 0);
+    np_egress(sw, X, &h, &m, &sm, frame + pos, len - pos, out, 0, 0);
+}
+
+/* A resubmitted (instance_type 6) or recirculated (4) frame goes through ingress again, at most
+ * NP_MAX_PASSES times per received frame (switch.V1Switch._again). */
+static void np_again(np_switch *sw, np_x *X, uint32_t port, const uint8_t *frame, u64 len, np_emit *out,
+                     int instance_type, const NP_M *m, int fl) {
+    int kind = instance_type == 6 ? NP_STAT_RESUBMIT : NP_STAT_RECIRCULATE;
+    if (sw->passes >= NP_MAX_PASSES) {
+        sw->stats[kind + NP_STAT_RESUBMIT_LIMIT - NP_STAT_RESUBMIT]++;
+        return;
+    }
+    sw->passes++;
+    sw->stats[kind]++;
+    NP_M keep;
+    np_preserved(fl, m, &keep);
+    np_ingress_pass(sw, X, port, frame, len, out, instance_type, &keep);
+}
+
+static void np_run(np_switch *sw, uint32_t port, const uint8_t *frame, u64 len, np_emit *inner) {
+    np_counting out = {{np_count_frame}, inner, sw};
+    np_x X;
+    memset(&X, 0, sizeof X);
+    X.sw = sw;
+    X.out = sw->outbuf;
+    X.out_cap = sw->outcap;
+    sw->stats[NP_STAT_RX]++;
+    sw->passes = 0;
+    np_ingress_pass(sw, &X, port, frame, len, &out.emit, 0, NULL);
 }
 
 /* ---------------------------------------------------------------------------- the I/O interface */
@@ -283,7 +337,7 @@ static int np_switch_alloc(np_switch *sw) {
     sw->meters = calloc(NP_NMETERS + 1, sizeof *sw->meters);
     sw->registers = calloc(NP_NREGISTERS + 1, sizeof *sw->registers);
     sw->stats = calloc(NP_STAT_PARSER_ERROR + NP_NERRORS, sizeof *sw->stats);
-    sw->outcap = NP_MAX_FRAME + NP_DEPARSE_BOUND;
+    sw->outcap = NP_MAX_FRAME + (NP_MAX_PASSES + 1) * NP_DEPARSE_BOUND; /* a recirculated frame may grow */
     sw->outbuf = malloc(sw->outcap);
     if (!sw->tables || !sw->profiles || !sw->counters || !sw->meters || !sw->registers || !sw->stats || !sw->outbuf)
         return -1;

@@ -10,6 +10,7 @@
 /* statistics, in the order p4switch/engine/native.py names them; parser errors follow, one per code */
 enum { NP_STAT_RX, NP_STAT_TX, NP_STAT_DROPPED, NP_STAT_DIGEST, NP_STAT_CLONE, NP_STAT_MCAST_COPIES,
        NP_STAT_CLONE_NO_SESSION, NP_STAT_ASSERT_FAILED, NP_STAT_PARSER_REJECT, NP_STAT_INTERNAL_ERROR,
+       NP_STAT_RESUBMIT, NP_STAT_RECIRCULATE, NP_STAT_RESUBMIT_LIMIT, NP_STAT_RECIRCULATE_LIMIT,
        NP_STAT_PARSER_ERROR };
 
 /* events for Python (besides those of np_io.c) */
@@ -30,6 +31,7 @@ typedef struct np_switch {
     int manual_clock;
     double now, start_time;
     int trace;
+    int passes; /* resubmits and recirculations of the frame being processed (at most NP_MAX_PASSES) */
     uint8_t *outbuf; /* the deparser's output: headers, then the payload */
     u64 outcap;
     /* the frames of one np_process_frame call, for Python */
@@ -50,6 +52,8 @@ typedef struct np_x {
     int clone_type; /* 0 none, 1 I2E, 2 E2E (the last call wins) */
     u64 clone_session;
     int clone_fl;   /* preserved field list (np_gen_preserve), 0 none */
+    int again;      /* resubmit (asked in ingress) or recirculate (in egress); the last call wins */
+    int again_fl;   /* its preserved field list */
     int exit;
     const uint8_t *data; /* parser input */
     u64 len, pos;

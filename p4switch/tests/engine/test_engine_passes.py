@@ -1,5 +1,6 @@
 """Resubmit and recirculate are bounded per received frame: a program that always asks for another pass
-(BMv2 would loop forever) has the frame dropped after MAX_PASSES, counted."""
+(BMv2 would loop forever) has the frame dropped after MAX_PASSES, counted; on both back ends (the native
+one runs the passes in C, not through a fallback)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from p4switch.engine import loader
-from p4switch.engine.switch import MAX_PASSES
+from p4switch.engine.api import MAX_PASSES
 from p4switch.frontend import compile_file
 
 PROGRAM = """#include <core.p4>
@@ -32,6 +33,7 @@ V1Switch(P(), C(), I(), E(), C(), D()) main;
 FRAME = bytes(12) + b"\x88\xb5"
 
 
+@pytest.mark.parametrize("engine", ["python", "native"])
 @pytest.mark.parametrize(
     ("kind", "ingress", "egress"),
     [
@@ -40,10 +42,12 @@ FRAME = bytes(12) + b"\x88\xb5"
         ("recirculate", "", "if (meta.n < 5) { recirculate_preserving_field_list(1); }"),
     ],
 )
-def test_passes_are_bounded_and_counted(tmp_path: Path, kind: str, ingress: str, egress: str) -> None:
+def test_passes_are_bounded_and_counted(tmp_path: Path, kind: str, ingress: str, egress: str,
+                                        engine: str) -> None:
     source = tmp_path / "loop.p4"
     source.write_text(PROGRAM.replace("INGRESS", ingress).replace("EGRESS", egress))
-    switch = loader.load(compile_file(source).program)
+    switch = loader.load(compile_file(source).program, engine=engine)
+    assert switch.engine == engine, switch.engine_note
     out = switch.process(0, FRAME)
     if "meta.n < 5" in egress:  # four recirculations, then out with the count the field list kept
         assert out == [(1, bytes(12) + b"\x00\x05")]
