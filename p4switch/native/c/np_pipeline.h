@@ -262,8 +262,8 @@ static void np_entry_free(np_entry *e) {
 
 static void np_free_map_items(np_hmap *m, void (*item_free)(void *)) {
     for (uint32_t i = 0; i < m->cap; i++)
-        if (m->slots && m->slots[i])
-            item_free(m->slots[i]);
+        if (m->slots && m->slots[i].item)
+            item_free(m->slots[i].item);
     np_hmap_free(m);
 }
 

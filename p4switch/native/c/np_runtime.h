@@ -88,20 +88,27 @@ static inline void np_put_be128(uint8_t *p, int nbytes, u128 v) {
         p[i] = (uint8_t)v;
 }
 
-/* The w bits of a bit string starting `bit` bits in (MSB first). */
+/* The w bits of a bit string starting `bit` bits in (MSB first); a byte's worth at a time (it reads the
+ * bytes that hold those bits, no others). */
 static inline u128 np_get_bits(const uint8_t *buf, u64 bit, int w) {
     u128 v = 0;
-    for (int i = 0; i < w; i++, bit++)
-        v = (v << 1) | ((buf[bit >> 3] >> (7 - (bit & 7))) & 1);
+    while (w > 0) {
+        int room = 8 - (int)(bit & 7), n = w < room ? w : room;
+        v = (v << n) | (u128)((buf[bit >> 3] >> (room - n)) & ((1u << n) - 1));
+        bit += (u64)n;
+        w -= n;
+    }
     return v;
 }
 
-/* Append the w low bits of v to a bit string (MSB first, as BMv2 packs field lists). */
+/* Append the w low bits of v to a zeroed bit string (MSB first, as BMv2 packs field lists), up to a byte
+ * at a time: main.p4 hashes a 284-bit field list per frame, which bit by bit was most of its action time. */
 static inline void np_put_bits(uint8_t *buf, u64 *bit, u128 v, int w) {
-    for (int i = w - 1; i >= 0; i--) {
-        if ((v >> i) & 1)
-            buf[*bit >> 3] |= (uint8_t)(0x80u >> (*bit & 7));
-        (*bit)++;
+    while (w > 0) {
+        int room = 8 - (int)(*bit & 7), n = w < room ? w : room;
+        buf[*bit >> 3] |= (uint8_t)(((unsigned)(v >> (w - n)) & ((1u << n) - 1)) << (room - n));
+        *bit += (u64)n;
+        w -= n;
     }
 }
 
@@ -225,10 +232,16 @@ static u128 np_randint(np_mt *m, u128 lo, u128 hi) {
 /* ------------------------------------------------------------------------------------- hash map */
 
 /* Open addressing (linear probing, backward-shift deletion) over items that hold their key words:
- * an item is found by the words at `key_offset` bytes into it. */
+ * an item is found by the words at `key_offset` bytes into it. A slot keeps the item's hash beside it, so
+ * a probe reads one cache line before the item's (a frame's lookups mostly find cold caches: the
+ * per-hop latency at low load is made of such misses). */
+typedef struct np_slot {
+    u64 hash;
+    void *item;
+} np_slot;
+
 typedef struct np_hmap {
-    void **slots;
-    u64 *hashes;
+    np_slot *slots;
     uint32_t cap, count;
     int words;
     size_t key_offset;
@@ -255,15 +268,12 @@ static int np_hmap_init(np_hmap *m, int words, size_t key_offset) {
     m->words = words;
     m->key_offset = key_offset;
     m->slots = calloc(m->cap, sizeof *m->slots);
-    m->hashes = calloc(m->cap, sizeof *m->hashes);
-    return m->slots && m->hashes ? 0 : -1;
+    return m->slots ? 0 : -1;
 }
 
 static void np_hmap_free(np_hmap *m) {
     free(m->slots);
-    free(m->hashes);
     m->slots = NULL;
-    m->hashes = NULL;
     m->cap = m->count = 0;
 }
 
@@ -273,11 +283,11 @@ static void *np_hmap_get(const np_hmap *m, const u64 *key) {
     u64 h = np_hash_words(key, m->words);
     uint32_t mask = m->cap - 1;
     for (uint32_t i = (uint32_t)h & mask;; i = (i + 1) & mask) {
-        void *item = m->slots[i];
-        if (!item)
+        const np_slot *s = &m->slots[i];
+        if (!s->item)
             return NULL;
-        if (m->hashes[i] == h && !memcmp(np_item_key(m, item), key, (size_t)m->words * 8))
-            return item;
+        if (s->hash == h && !memcmp(np_item_key(m, s->item), key, (size_t)m->words * 8))
+            return s->item;
     }
 }
 
@@ -288,15 +298,11 @@ static int np_hmap_grow(np_hmap *m) {
     bigger.cap = m->cap * 2;
     bigger.count = 0;
     bigger.slots = calloc(bigger.cap, sizeof *bigger.slots);
-    bigger.hashes = calloc(bigger.cap, sizeof *bigger.hashes);
-    if (!bigger.slots || !bigger.hashes) {
-        free(bigger.slots);
-        free(bigger.hashes);
+    if (!bigger.slots)
         return -1;
-    }
     for (uint32_t i = 0; i < m->cap; i++)
-        if (m->slots[i])
-            np_hmap_put(&bigger, m->slots[i]);
+        if (m->slots[i].item)
+            np_hmap_put(&bigger, m->slots[i].item);
     np_hmap_free(m);
     *m = bigger;
     return 0;
@@ -308,10 +314,9 @@ static int np_hmap_put(np_hmap *m, void *item) {
         return -1;
     u64 h = np_hash_words(np_item_key(m, item), m->words);
     uint32_t mask = m->cap - 1, i = (uint32_t)h & mask;
-    while (m->slots[i])
+    while (m->slots[i].item)
         i = (i + 1) & mask;
-    m->slots[i] = item;
-    m->hashes[i] = h;
+    m->slots[i] = (np_slot){h, item};
     m->count++;
     return 0;
 }
@@ -320,22 +325,21 @@ static void np_hmap_remove(np_hmap *m, const void *item) {
     uint32_t mask = m->cap - 1;
     u64 h = np_hash_words(np_item_key(m, item), m->words);
     uint32_t i = (uint32_t)h & mask;
-    while (m->slots[i] != item) {
-        if (!m->slots[i])
+    while (m->slots[i].item != item) {
+        if (!m->slots[i].item)
             return;
         i = (i + 1) & mask;
     }
     /* backward shift: move later items of the run into the hole when their home allows it */
     uint32_t hole = i;
-    for (uint32_t j = (i + 1) & mask; m->slots[j]; j = (j + 1) & mask) {
-        uint32_t home = (uint32_t)m->hashes[j] & mask;
+    for (uint32_t j = (i + 1) & mask; m->slots[j].item; j = (j + 1) & mask) {
+        uint32_t home = (uint32_t)m->slots[j].hash & mask;
         if (((j - home) & mask) >= ((j - hole) & mask)) {
             m->slots[hole] = m->slots[j];
-            m->hashes[hole] = m->hashes[j];
             hole = j;
         }
     }
-    m->slots[hole] = NULL;
+    m->slots[hole] = (np_slot){0, NULL};
     m->count--;
 }
 
