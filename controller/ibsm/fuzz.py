@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from ibsec import addressing, keys, layers, mad_auth
-from ibsec.agent.frames import Builder
+from ibsec.builder import Builder
 from ibsec.cliopts import integer
 
 from . import control, entries

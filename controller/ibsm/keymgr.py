@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ibsec import addressing, keys, layers, mad_auth
-from ibsec.agent.frames import Builder
+from ibsec.builder import Builder
 from scapy.packet import Packet
 
 from .partitions import pkey_tables

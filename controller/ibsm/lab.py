@@ -23,7 +23,7 @@ from typing import Any
 
 import grpc
 from ibsec import addressing, keys, layers, mad_auth
-from ibsec.agent.frames import Builder
+from ibsec.builder import Builder
 from scapy.layers.inet import UDP
 from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ibsec import addressing, icrc, keys, layers, mad_auth
+from ibsec import addressing, keys, layers, mad_auth, rocev2
 from scapy.packet import Packet
 
 from .fabric import FabricError, FabricPlan, Trace, dst_id, trace
@@ -106,17 +106,17 @@ class NotAMad(Exception):
 def parse_frame(frame: bytes) -> RawMad:
     """The MAD of a RoCEv2 UD SEND to QP1; raises :class:`NotAMad` for anything else (ignored)."""
     try:
-        located = icrc.locate(frame)
+        located = rocev2.locate(frame)
         opcode = located.opcode
         start = located.headers_end
-    except icrc.Malformed:
+    except rocev2.Malformed:
         raise NotAMad("not-rocev2") from None
     dqpn = int.from_bytes(frame[located.bth + 5: located.bth + 8], "big")
     if opcode.code != UD_SEND_ONLY or dqpn != layers.GSI_QPN:
         raise NotAMad("not-ud-send-to-qp1")
-    if len(frame) < start + layers.MAD_LEN + icrc.ICRC_LEN:
+    if len(frame) < start + layers.MAD_LEN + rocev2.ICRC_LEN:
         raise NotAMad("shorter-than-a-mad")
-    end = len(frame) - icrc.ICRC_LEN - ((frame[located.bth + 1] >> 4) & 0x3)
+    end = len(frame) - rocev2.ICRC_LEN - ((frame[located.bth + 1] >> 4) & 0x3)
     return RawMad(frame[located.ip + 8: located.ip + 24], frame[start:end])
 
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 from ibsec import addressing, keys
-from ibsec.agent.frames import Builder
+from ibsec.builder import Builder
 from ibsm.fabric import plan_fabric
 from ibsm.lab import ca_keys, trap_257
 from ibsm.topology import Topology

@@ -49,7 +49,7 @@ from scapy.layers.inet import UDP
 from scapy.layers.inet6 import IPv6
 from scapy.packet import Packet, Raw, bind_bottom_up, bind_layers, bind_top_down, split_bottom_up
 
-from ibsec import icrc, opcodes
+from ibsec import icrc, opcodes, rocev2
 from ibsec.keys import WRAPPED_KEY_LEN, KeyType
 from ibsec.opcodes import Ext, Service
 from ibsec.transport import Mode as SecMode
@@ -327,7 +327,7 @@ class BTH(roce.BTH):
         pseudo_udp.dport = udp.dport  # was overloaded by the BTH binding, not a field of the copy
         pseudo_udp.remove_payload()
         pseudo_udp.add_payload(Raw(p))
-        return icrc.compute(icrc.RoceFrame(bytes(pseudo), ip=0))
+        return icrc.compute_bytes(bytes(pseudo), 0)
 
 
 class AETH(_ExtHeader, roce.AETH):
@@ -861,9 +861,9 @@ def pkey_entry(pkey: int, full_member: bool = True) -> int:
 # Bindings
 # --------------------------------------------------------------------------------------------------
 
-split_bottom_up(UDP, roce.BTH, dport=icrc.ROCEV2_PORT)
+split_bottom_up(UDP, roce.BTH, dport=rocev2.ROCEV2_PORT)
 split_bottom_up(roce.GRH, roce.BTH)
-bind_layers(UDP, BTH, dport=icrc.ROCEV2_PORT)
+bind_layers(UDP, BTH, dport=rocev2.ROCEV2_PORT)
 bind_layers(roce.GRH, BTH)
 
 # Building BTH()/X() fills in the opcode; dissection goes by the opcode table (_after).

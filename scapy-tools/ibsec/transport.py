@@ -48,10 +48,9 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from scapy.utils import checksum
 
-from ibsec import icrc, opcodes
-from ibsec.icrc import ICRC_LEN, IPV6_LEN, Malformed, RoceFrame, WireError
+from ibsec import icrc, opcodes, rocev2
+from ibsec.rocev2 import ICRC_LEN, IPV6_LEN, STH_LEN, Malformed, RoceFrame, WireError
 
-STH_LEN = 16
 SHORT_TAG_LEN = 4
 NONCE_LEN = 12
 PSN_BITS = 24
@@ -60,7 +59,6 @@ EPSN_LIMIT = 1 << 63
 """Extended PSNs are 63 bits; a stream that reaches this limit is exhausted."""
 REPLAY_WINDOW = 64
 KEY_LENGTHS = (16, 24, 32)
-_BTH_MODE_BYTE = 8
 _RESPONSE_OPERATIONS = frozenset({"RDMA_READ_RESPONSE_FIRST", "RDMA_READ_RESPONSE_MIDDLE",
                                   "RDMA_READ_RESPONSE_LAST", "RDMA_READ_RESPONSE_ONLY",
                                   "ACKNOWLEDGE", "ATOMIC_ACKNOWLEDGE"})
@@ -254,8 +252,7 @@ def is_nak(found: RoceFrame) -> bool:
     op = found.opcode
     if op.operation != _ACKNOWLEDGE:
         return False
-    before = op.headers[: op.headers.index(opcodes.Ext.AETH)]  # RD puts an RDETH first
-    return bool(found.data[found.bth + opcodes.BTH_LEN + sum(ext.length for ext in before)] & _NAK_SYNDROME)
+    return bool(found.data[found.ext_offset(opcodes.Ext.AETH)] & _NAK_SYNDROME)
 
 
 def stream_base(n0: bytes, direction: int, response: bool = False, nak: bool = False) -> int:
@@ -487,8 +484,8 @@ def seal(frame: bytes, key: bytes | None, sender: Sender) -> bytes:
     Modes 1-4 claim the next extended PSN of the stream from the key's :class:`NonceCounter` first, so a
     nonce is never used twice even when sealing fails later.
     """
-    found = icrc.locate(frame)
-    if frame[found.bth + _BTH_MODE_BYTE] & 0x7F:
+    found = rocev2.locate(frame)
+    if found.mode_byte & 0x7F:
         raise Malformed("BTH Resv7 of the frame to seal is not zero (already sealed?)")
     if sender.mode is Mode.NONE:
         return _finish(bytearray(frame), found.ip, with_icrc=True)
@@ -503,8 +500,9 @@ def seal(frame: bytes, key: bytes | None, sender: Sender) -> bytes:
     # Lengths first: the associated data covers the final IPv6 payload length and UDP length.
     trailer = SHORT_TAG_LEN if sender.mode is Mode.ICRC_MAC else STH_LEN + ICRC_LEN
     out = bytearray(frame[:end])
-    out[found.bth + _BTH_MODE_BYTE] = (out[found.bth + _BTH_MODE_BYTE] & 0x80) | (sender.mode << 4)
-    icrc.set_lengths(out, found.ip, len(out) - found.udp + len(payload) + trailer)
+    mode_at = found.bth + rocev2.BTH_MODE_BYTE
+    out[mode_at] = (out[mode_at] & 0x80) | (sender.mode << rocev2.MODE_SHIFT)
+    rocev2.set_lengths(out, found.ip, len(out) - found.udp + len(payload) + trailer)
     aad = icrc.masked_bytes(out, found.ip, end)
     if sender.mode is Mode.ICRC_MAC:
         ciphertext, tag = gcm_seal(key, nonce, payload, aad, SHORT_TAG_LEN)
@@ -522,7 +520,7 @@ def seal(frame: bytes, key: bytes | None, sender: Sender) -> bytes:
 
 def _finish(out: bytearray, ip: int, with_icrc: bool, masked_headers: bytes | None = None) -> bytes:
     """A valid UDP checksum if the frame carried one, and the ICRC where the mode has one (the lengths are
-    final already: :func:`~ibsec.icrc.locate` checked them, or :func:`seal` set them)."""
+    final already: :func:`~ibsec.rocev2.locate` checked them, or :func:`seal` set them)."""
     if with_icrc:  # the ICRC sees the UDP checksum as ones, so it can come first
         out[-ICRC_LEN:] = icrc.compute_bytes(out, ip, masked_headers)
     udp = ip + IPV6_LEN
@@ -538,11 +536,14 @@ def _finish(out: bytearray, ip: int, with_icrc: bool, masked_headers: bytes | No
 
 
 def open_frame(
-    frame: bytes, key: bytes | None, receiver: Receiver, commit: bool = True
+    frame: bytes | RoceFrame, key: bytes | None, receiver: Receiver, commit: bool = True
 ) -> tuple[bytes, OpenInfo]:
     """Verify (and decrypt) a received frame: (payload without pad bytes, info).
 
-    Raises a :class:`TransportError` (or :class:`~ibsec.icrc.Malformed`) and counts it in
+    ``frame`` is the frame's bytes or, from a receiver that read its headers already, the frame as
+    :func:`ibsec.rocev2.locate` (or :func:`~ibsec.rocev2.parse`) found it: it is not located again.
+
+    Raises a :class:`TransportError` (or :class:`~ibsec.rocev2.Malformed`) and counts it in
     ``receiver.stats``; the receive state changes only for a frame that verified, and only if ``commit``:
     a receiver that cannot keep an authentic request (receiver not ready) verifies it without taking its
     PSN, so the sender's retry is accepted later.
@@ -559,9 +560,12 @@ def open_frame(
     return payload, info
 
 
-def _open(frame: bytes, key: bytes | None, receiver: Receiver, commit: bool) -> tuple[bytes, OpenInfo]:
-    found = icrc.locate(frame)
-    mode_byte = frame[found.bth + _BTH_MODE_BYTE]
+def _open(
+    located: bytes | RoceFrame, key: bytes | None, receiver: Receiver, commit: bool
+) -> tuple[bytes, OpenInfo]:
+    found = located if isinstance(located, RoceFrame) else rocev2.locate(located)
+    frame = found.data
+    mode_byte = found.mode_byte
     if mode_byte >> 4 & 0x7 > Mode.STH_HDR:
         raise ReservedMode(f"security mode {mode_byte >> 4 & 0x7} is reserved")
     mode = _MODES[mode_byte >> 4 & 0x7]

@@ -7,7 +7,7 @@ from unittest import mock
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from ibsec import addressing, icrc, layers, transport
+from ibsec import addressing, icrc, layers, rocev2, transport
 from ibsec.opcodes import BY_NAME, Service
 from ibsec.transport import Mode, Receiver, Sender
 from scapy.layers.inet import UDP
@@ -54,7 +54,7 @@ def test_round_trip_in_every_mode(mode: Mode, opcode: str) -> None:
     sealed = transport.seal(plain, key, sender)
     extra = transport.STH_LEN if mode.has_sth else 0
     assert len(sealed) == len(plain) + extra
-    found = icrc.locate(sealed)  # IPv6 payload length and UDP length count the STH and the tag
+    found = rocev2.locate(sealed)  # IPv6 payload length and UDP length count the STH and the tag
     assert sealed[found.bth + 8] >> 4 == mode
     if mode in (Mode.ICRC_MAC, Mode.STH_AEAD) and body:
         assert body not in sealed
@@ -167,20 +167,20 @@ def test_every_covered_bit_flip_fails_and_variant_flips_pass(mode: Mode) -> None
             fresh = Receiver(mode, Service.RC, receiver.n0, 0)
             assert transport.open_frame(tampered, key, fresh)[0] == b"tamper"
             continue
-        with pytest.raises(icrc.WireError):
+        with pytest.raises(rocev2.WireError):
             transport.open_frame(tampered, key, receiver)
         if mode is Mode.ICRC_MAC or bit >= (len(sealed) - 4) * 8:
             continue
         # an attacker who recomputes the ICRC: only the MAC stands, except mode 4 leaves P unauthenticated
         try:
             refreshed = icrc.with_icrc(tampered)
-        except icrc.Malformed:  # no longer a RoCEv2 frame at all: already refused above
+        except rocev2.Malformed:  # no longer a RoCEv2 frame at all: already refused above
             continue
         if mode is Mode.STH_HDR and bit in payload_bits:
             fresh = Receiver(mode, Service.RC, receiver.n0, 0)
             assert transport.open_frame(refreshed, key, fresh)[0] == refreshed[-4 - 7:-4 - 1]  # accepted
             continue
-        with pytest.raises(icrc.WireError):
+        with pytest.raises(rocev2.WireError):
             transport.open_frame(refreshed, key, receiver)
     assert receiver.stats.get("accepted", 0) == 0 and sum(receiver.stats.values()) > 0
     assert transport.open_frame(sealed, key, receiver)[0] == b"tamper"  # failures changed no state
@@ -225,7 +225,7 @@ def test_garbage_is_refused_with_a_wire_error_and_counted(mode: Mode, cut: int, 
     receiver = Receiver(mode, Service.RC, _FUZZ_N0, initial_psn=3)
     try:
         transport.open_frame(garbage, _FUZZ_KEY, receiver)
-    except icrc.WireError:
+    except rocev2.WireError:
         assert sum(receiver.stats.values()) == 1 and "accepted" not in receiver.stats
     else:
         assert receiver.stats == {"accepted": 1}
@@ -243,7 +243,7 @@ def test_downgrade_and_reserved_modes_are_dropped_and_counted() -> None:
         with pytest.raises(transport.ReservedMode, match=f"mode {reserved} is reserved"):
             transport.open_frame(icrc.with_icrc(bytes(forged)), key, receiver)
     assert receiver.stats == {"mode_mismatches": 1, "reserved_modes": 3}
-    with pytest.raises(icrc.Malformed, match="not zero"):
+    with pytest.raises(rocev2.Malformed, match="not zero"):
         transport.seal(sealed, key, sender)
 
 
@@ -482,7 +482,7 @@ def test_errors_and_reprs_carry_no_key_or_nonce_base() -> None:
     for attempt in (flip(sealed, len(sealed) * 8 - 1), sealed, sealed):
         try:
             transport.open_frame(attempt, key, receiver)
-        except icrc.WireError as err:
+        except rocev2.WireError as err:
             texts += [str(err), repr(err)]
     try:
         transport.seal(frame(), key, sender)

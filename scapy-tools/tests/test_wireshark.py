@@ -14,11 +14,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from ibsec import addressing, icrc, keys, mad_auth, opcodes, transport
+from ibsec import addressing, icrc, keys, mad_auth, opcodes, rocev2, transport
 from ibsec import layers as L
 from ibsec import wireshark as ws
 from ibsec.agent import cm
-from ibsec.agent import frames as agent_frames
+from ibsec.builder import Builder, gid_bytes
 from ibsec.marking import DdpmLayout, FatTreeLayout, Kind
 from scapy.layers.inet import UDP
 from scapy.layers.inet6 import IPv6
@@ -82,7 +82,7 @@ def test_every_mode_shows_its_mode_sth_tag_icrc_and_extended_psn(tmp_path: Path)
     built = [sealed(op.code, mode, 0x100 + i, 0xABC000 + i) for i, (mode, op) in enumerate(cases)]
     got = read(tmp_path, [f for f, _ in built], TRANSPORT_FIELDS)
     for (mode, op), (frame, epsn), g in zip(cases, built, got, strict=True):
-        end = icrc.locate(frame).headers_end
+        end = rocev2.locate(frame).headers_end
         where = f"{op.name} mode {mode}"
         assert one(g, "ibsec.mode") == str(mode), where
         assert one(g, "ibsec.mf") == f"0x{MF:016x}", where
@@ -109,7 +109,7 @@ def test_every_opcode_puts_the_sth_right_after_its_headers(tmp_path: Path) -> No
     built = [sealed(code, 2, 0x200 + i, 7)[0] for i, code in enumerate(codes)]
     got = read(tmp_path, built, ["ibsec.sth.tag", "ibsec.icrc.good"])
     for code, frame, g in zip(codes, built, got, strict=True):
-        end = icrc.locate(frame).headers_end
+        end = rocev2.locate(frame).headers_end
         assert one(g, "ibsec.sth.tag") == frame[end:end + 16].hex(), opcodes.lookup(code).name
         assert one(g, "ibsec.icrc.good") == "1", opcodes.lookup(code).name
 
@@ -147,8 +147,8 @@ def test_a_connection_gives_direction_extended_psn_and_nonce(tmp_path: Path) -> 
     rep = cm_frame(B_GID, A_GID, L.CmRep(local_comm_id=0xBB, remote_comm_id=0xAA, local_qpn=qpn_b,
                                          starting_psn=psn_b,
                                          private_data=L.IbsecPrivateData(secmode=2, n0=n0_b)), L.CmAttr.REP)
-    a = agent_frames.Builder(bytes.fromhex("020000000001"), agent_frames.gid_bytes(A_GID))
-    b = agent_frames.Builder(bytes.fromhex("020000000002"), agent_frames.gid_bytes(B_GID))
+    a = Builder(bytes.fromhex("020000000001"), gid_bytes(A_GID))
+    b = Builder(bytes.fromhex("020000000002"), gid_bytes(B_GID))
     n0 = transport.connection_n0(n0_a, n0_b)
     tx_a = transport.Sender(transport.Mode.STH_AEAD, n0, 0)
     tx_b = transport.Sender(transport.Mode.STH_AEAD, n0, 1)

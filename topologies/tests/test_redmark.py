@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from ibsec import addressing
 from ibsec.agent.admission import Limits
-from ibsec.agent.frames import View, parse
+from ibsec.rocev2 import View, parse
 
 from topologies import run, topofile
 

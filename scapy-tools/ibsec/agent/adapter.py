@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ibsec import addressing, configfile, icrc, keys, transport
+from ibsec import addressing, configfile, keys, rocev2, transport
+from ibsec.builder import Builder
 from ibsec.skc import DEFAULT_PREFETCH_ENTRIES, SessionKeyCache
 
 from . import frames
@@ -160,7 +161,7 @@ class Adapter:
         self._accept_pd: dict[int, int] = {}  # partition number -> PD of connections accepted in it
         self.qps: dict[int, QueuePair] = {}
         self._lock = threading.RLock()
-        self.builder = frames.Builder(config.mac, self.gid_bytes)
+        self.builder = Builder(config.mac, self.gid_bytes)
         self.trap_limiter = RateLimiter(config.trap_window)
         self.streaks = FailureStreak(config.mac_failure_threshold, config.retire_after)
         self.admission = Admission(config.limits)
@@ -558,7 +559,7 @@ class Adapter:
         self.counters.bump("rx_frames")
         try:
             outcome = self._receive(frame)
-        except frames.FrameError:
+        except rocev2.FrameError:
             outcome = Drop.MALFORMED
         except Exception:
             log.exception("frame handling failed (counted as malformed)")
@@ -567,7 +568,7 @@ class Adapter:
         self.counters.outcome(outcome)
 
     def _receive(self, frame: bytes) -> Outcome:
-        view = frames.parse(frame)
+        view = rocev2.parse(frame)
         if view is None:
             return Taken.NOT_ROCE
         if addressing.mf_clear(view.dst_gid) != self.gid_bytes:
@@ -598,7 +599,7 @@ class Adapter:
     def _open(
         self,
         qp: QueuePair,
-        view: frames.View,
+        view: rocev2.View,
         security: Security,
         receiver: transport.Receiver | None,
         key: bytes | None = None,
@@ -613,7 +614,7 @@ class Adapter:
         """
         assert receiver is not None
         try:
-            return transport.open_frame(view.data, key or self.key_of(security), receiver, commit)
+            return transport.open_frame(view, key or self.key_of(security), receiver, commit)
         except transport.MacFailure:
             if trial:
                 raise
@@ -629,10 +630,10 @@ class Adapter:
             return Drop.BAD_MODE
         except transport.IcrcError:
             return Drop.BAD_ICRC
-        except (transport.TransportError, icrc.WireError):
+        except (transport.TransportError, rocev2.WireError):
             return Drop.MALFORMED
 
-    def _mac_failure(self, qp: QueuePair, view: frames.View) -> None:
+    def _mac_failure(self, qp: QueuePair, view: rocev2.View) -> None:
         streak, trap, retire = self.streaks.failure(qp.qpn)
         if trap:
             self.mads.security_trap(qp, view, streak)
@@ -641,7 +642,7 @@ class Adapter:
             log.warning("QP %#x: key retired after %d consecutive MAC failures", qp.qpn, streak)
             self._fail(qp, "key retired")
 
-    def _receive_request(self, qp: QueuePair, view: frames.View) -> Outcome:
+    def _receive_request(self, qp: QueuePair, view: rocev2.View) -> Outcome:
         """An RC request: SEND or RDMA WRITE, one packet (ONLY) or one of a multi-packet message.
 
         Every packet is opened (replay window, MAC) before its place in a message is judged, so that a
@@ -665,7 +666,7 @@ class Adapter:
             return inbound is None
         return inbound is not None and (inbound.send is not None) == (kind == "SEND")
 
-    def _receive_send(self, qp: QueuePair, view: frames.View, segment: str) -> Outcome:
+    def _receive_send(self, qp: QueuePair, view: rocev2.View, segment: str) -> Outcome:
         assert qp.security is not None
         if segment in ("ONLY", "FIRST") and not qp.echo and not qp.room():
             return self._not_ready(qp, view)
@@ -691,7 +692,7 @@ class Adapter:
                 self._deliver(qp, bytes(inbound.send), {"psn": view.psn})
         return Taken.DATA
 
-    def _not_ready(self, qp: QueuePair, view: frames.View) -> Outcome:
+    def _not_ready(self, qp: QueuePair, view: rocev2.View) -> Outcome:
         """A SEND that starts a message while the receive queue is full: never ACKed, never kept. If it is
         authentic it is answered with an RNR NAK for its PSN (the PSN stays expected, so the sender's retry
         is taken once there is room); the NAK for one PSN is sent again as the same bytes."""
@@ -706,7 +707,7 @@ class Adapter:
         self.counters.bump("rnr_naks_sent")
         return Drop.RNR
 
-    def _receive_write_start(self, qp: QueuePair, view: frames.View, segment: str) -> Outcome:
+    def _receive_write_start(self, qp: QueuePair, view: rocev2.View, segment: str) -> Outcome:
         """RDMA WRITE (ONLY or FIRST): R_Key, bounds of the whole message, then the MAC (under a memory
         key if the region demands one), then the bytes."""
         assert qp.security is not None and view.reth is not None
@@ -739,7 +740,7 @@ class Adapter:
         self._accepted(qp, opened[1])
         return Taken.DATA
 
-    def _receive_write_more(self, qp: QueuePair, view: frames.View, segment: str) -> Outcome:
+    def _receive_write_more(self, qp: QueuePair, view: rocev2.View, segment: str) -> Outcome:
         """RDMA WRITE MIDDLE or LAST: under the key and into the place its FIRST packet set up."""
         assert qp.security is not None
         inbound = qp.inbound
@@ -771,7 +772,7 @@ class Adapter:
         self._acknowledge(qp, info)
 
     def _open_with_memory_key(
-        self, qp: QueuePair, view: frames.View, region: Region
+        self, qp: QueuePair, view: rocev2.View, region: Region
     ) -> tuple[Opened, bytes | None] | Drop:
         """Open a write to an extended-protection region: its MAC must prove the key of a tree node that
         contains the whole write (at most depth + 1 tries). Returns what was opened and the proof key
@@ -815,7 +816,7 @@ class Adapter:
         )
         return frames.seal(plain, qp.security, self.key_of(qp.security))
 
-    def _receive_ack(self, qp: QueuePair, view: frames.View) -> Outcome:
+    def _receive_ack(self, qp: QueuePair, view: rocev2.View) -> Outcome:
         """An ACK (cumulative), or an RNR NAK: the responder had no room for the request at its PSN."""
         assert qp.security is not None and view.aeth is not None
         syndrome = view.aeth[0] & NAK_MASK
@@ -835,7 +836,7 @@ class Adapter:
             qp.cond.notify_all()
         return Taken.ACK
 
-    def _receive_rnr(self, qp: QueuePair, view: frames.View) -> Outcome:
+    def _receive_rnr(self, qp: QueuePair, view: rocev2.View) -> Outcome:
         """RNR NAK: everything before its PSN is acknowledged; wait the RNR timer, then resend from it. The
         same bytes as the last RNR NAK (the responder repeating it) count once per resend; more RNR NAKs in
         a row than the RNR retry count (7: no limit) put the QP in error."""
@@ -864,7 +865,7 @@ class Adapter:
             self._fail(qp, "RNR retries exhausted")
         return Taken.RNR_NAK
 
-    def _receive_ud(self, qp: QueuePair, view: frames.View) -> Outcome:
+    def _receive_ud(self, qp: QueuePair, view: rocev2.View) -> Outcome:
         if view.deth is None or view.deth[0] != qp.qkey:
             self.mads.trap_bad_qkey(view)
             return Drop.BAD_QKEY

@@ -41,7 +41,8 @@ from .qp import PSN_MASK, QPN_MAX, AdapterError, QueuePair, Scope, Service
 from .traps import RateLimiter
 
 if TYPE_CHECKING:
-    from . import frames
+    from ibsec import rocev2
+
     from .adapter import Adapter
 
 log = logging.getLogger("ibsec.agent.cm")
@@ -124,7 +125,7 @@ class ConnectionManager:
         return mad if key is None else mad_auth.seal(key, mad, self.adapter.gid)
 
     @staticmethod
-    def _authentic(payload: bytes, key: bytes, view: frames.View) -> bool:
+    def _authentic(payload: bytes, key: bytes, view: rocev2.View) -> bool:
         try:
             mad_auth.verify(key, payload, view.src_gid)
         except mad_auth.MadAuthError:
@@ -239,7 +240,7 @@ class ConnectionManager:
 
     # ------------------------------------------------------------------ receiving CM MADs
 
-    def receive(self, view: frames.View, payload: bytes) -> Outcome:
+    def receive(self, view: rocev2.View, payload: bytes) -> Outcome:
         """A CM MAD arrived on QP1 (``payload``: the MAD as received, with its trailer if any)."""
         message = cmwire.read(payload)
         if message is None or len(payload) not in (layers.MAD_LEN, layers.MAD_LEN + mad_auth.MAD_AUTH_LEN):
@@ -261,7 +262,7 @@ class ConnectionManager:
         return self._answer(src_gid, view, payload, answered, message, error)
 
     def _answer(
-        self, src_gid: str, view: frames.View, payload: bytes, comm_id: int, reply: cmwire.Message,
+        self, src_gid: str, view: rocev2.View, payload: bytes, comm_id: int, reply: cmwire.Message,
         error: str | None,
     ) -> Outcome:
         """A REP, SIDR_REP, REJ or DREP for one of our requests, from the host we asked (else stale),
@@ -281,7 +282,7 @@ class ConnectionManager:
         return next((q for q in self.adapter.list_qps() if q.comm_ids is not None
                      and q.comm_ids[0] == local_comm_id and q.remote_gid == src_gid), None)
 
-    def _on_rtu(self, src_gid: str, view: frames.View, payload: bytes, rtu: cmwire.Message) -> Outcome:
+    def _on_rtu(self, src_gid: str, view: rocev2.View, payload: bytes, rtu: cmwire.Message) -> Outcome:
         """RTU: the active side confirms a connection we accepted (sealed under its CM key if secure)."""
         qp = self._connection(src_gid, rtu.remote_comm_id)
         if qp is None or qp.comm_ids is None or qp.comm_ids[1] != rtu.local_comm_id:
@@ -292,7 +293,7 @@ class ConnectionManager:
         self.adapter.counters.bump("cm_rtu")
         return Taken.CM
 
-    def _on_request(self, src_gid: str, view: frames.View, payload: bytes, request: Request) -> Outcome:
+    def _on_request(self, src_gid: str, view: rocev2.View, payload: bytes, request: Request) -> Outcome:
         """REQ or SIDR_REQ: a secure one must be sealed under its request key (else dropped as
         ``bad_auth``, unanswered); then answered with REP / SIDR_REP, or refused (REJ / SIDR_REP status
         2, and no state kept). Answers go to the MAC the request came from."""
@@ -331,7 +332,7 @@ class ConnectionManager:
         return self.request_key(request.mode, request.scope, request.pkey, src_gid)
 
     def _refuse(
-        self, src_gid: str, view: frames.View, request: Request, exc: Exception, auth: bytes | None
+        self, src_gid: str, view: rocev2.View, request: Request, exc: Exception, auth: bytes | None
     ) -> Outcome:
         if self._log_limiter.allow(type(exc).__name__):
             what = "REQ" if request.service is Service.RC else "SIDR_REQ"
@@ -346,7 +347,7 @@ class ConnectionManager:
         self.adapter.transmit(self._reply_frame(src_gid, view, payload))
         return Drop.CM_REFUSED
 
-    def _accept(self, src_gid: str, view: frames.View, request: Request) -> cmwire.Message:
+    def _accept(self, src_gid: str, view: rocev2.View, request: Request) -> cmwire.Message:
         """Check a request completely, then create (or pick) the QP; anything that fails after the QP
         exists takes it away again, so a refused request leaves no QP, connection or key behind."""
         ad = self.adapter
@@ -382,7 +383,7 @@ class ConnectionManager:
         return reply
 
     def _accepted_reply(
-        self, src_gid: str, view: frames.View, request: Request, qp: QueuePair, sk: keys.Key | None
+        self, src_gid: str, view: rocev2.View, request: Request, qp: QueuePair, sk: keys.Key | None
     ) -> cmwire.Message:
         """Key, connect and answer an accepted request on ``qp``: REP or SIDR_REP."""
         ad = self.adapter
@@ -452,7 +453,7 @@ class ConnectionManager:
         return pending.done.is_set()
 
     def _on_disconnect(
-        self, src_gid: str, view: frames.View, payload: bytes, dreq: cmwire.Message
+        self, src_gid: str, view: rocev2.View, payload: bytes, dreq: cmwire.Message
     ) -> Outcome:
         """DREQ: destroy the QP it names, if the DREQ is sealed under that connection's CM key (a
         secure connection survives anything else), and answer DREP; for a connection we do not have, an
@@ -470,7 +471,7 @@ class ConnectionManager:
         ad.transmit(self._reply_frame(src_gid, view, answer))
         return Taken.CM if qp is not None else Drop.CM_STALE
 
-    def _reply_frame(self, src_gid: str, view: frames.View, payload: bytes) -> bytes:
+    def _reply_frame(self, src_gid: str, view: rocev2.View, payload: bytes) -> bytes:
         """The frame answering ``view``: to the MAC it came from, with this port's own entry of the
         partition it came in as P_Key (a port sends only P_Keys of its table, and a full member answering
         a limited one must answer as a full member: limited to limited does not match)."""

@@ -22,15 +22,17 @@ from typing import TYPE_CHECKING
 from scapy.layers.l2 import Ether
 from scapy.packet import Packet
 
-from ibsec import icrc, keys, layers, mad_auth
+from ibsec import icrc, keys, layers, mad_auth, rocev2
+from ibsec.builder import mac_of
 
 from .counters import Drop, Outcome, Taken
-from .frames import MODES, mac_of
+from .frames import MODES
 from .qp import Partition, QueuePair
 
 if TYPE_CHECKING:
+    from ibsec.rocev2 import View
+
     from .adapter import Adapter
-    from .frames import View
 
 log = logging.getLogger("ibsec.agent.mads")
 
@@ -63,9 +65,9 @@ class ManagementAgent:
             return Drop.BAD_QKEY
         if view.mode != 0:
             return Drop.BAD_MODE
-        if not icrc.verify(view.data):
+        if not icrc.verify(view):
             return Drop.BAD_ICRC
-        payload = view.data[view.located.headers_end : len(view.data) - icrc.ICRC_LEN]
+        payload = view.data[view.headers_end : len(view.data) - rocev2.ICRC_LEN]
         if len(payload) < layers.MAD_LEN or payload[0] != layers.MAD_BASE_VERSION:
             return Drop.MALFORMED
         mgmt_class, response_bit = payload[1], payload[3] >> 7

@@ -17,8 +17,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ibsec import addressing
-
-from ..agent.frames import View, parse
+from ibsec.rocev2 import View, parse
 
 MAX_COUNT = 10_000_000
 MAX_DURATION = 3600.0

@@ -15,8 +15,8 @@ from typing import Any
 from scapy.layers.l2 import Ether
 
 from ibsec import layers
+from ibsec.rocev2 import View
 
-from ..agent.frames import View
 from .common import RawSocket, checked, parser, report, run
 
 CLEAR_PAYLOAD_MODES = (0, 3, 4)
@@ -40,8 +40,7 @@ def learn(frame: bytes, view: View) -> dict[str, Any]:
     if view.dqpn == layers.GSI_QPN:
         info.update(_mad(frame))
     elif view.mode in CLEAR_PAYLOAD_MODES and view.payload_length:
-        start = len(frame) - 4 - view.payload_length - view.located.pad_count
-        info["payload"] = frame[start : start + view.payload_length].decode("latin-1")
+        info["payload"] = view.payload.decode("latin-1")
     return info
 
 

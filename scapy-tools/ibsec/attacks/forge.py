@@ -12,7 +12,8 @@ import argparse
 import ipaddress
 from typing import Any
 
-from ..agent.frames import Builder, gid_bytes
+from ibsec.builder import Builder, gid_bytes
+
 from .common import RawSocket, blast, checked, gid_text, int0, parser, report, run
 from .forging import forged
 

@@ -16,8 +16,8 @@ from typing import Any
 from scapy.layers.l2 import Ether
 
 from ibsec import layers
+from ibsec.builder import Builder, gid_bytes
 
-from ..agent.frames import Builder, gid_bytes
 from .common import RawSocket, blast, checked, gid_text, int0, parser, report, run
 
 

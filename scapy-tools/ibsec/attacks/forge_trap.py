@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import os
 
-from ..agent.frames import Builder, gid_bytes
+from ibsec.builder import Builder, gid_bytes
+
 from .common import RawSocket, blast, checked, gid_text, int0, parser, report, run
 from .forging import forged_trap
 

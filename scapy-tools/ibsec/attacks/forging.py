@@ -5,8 +5,7 @@ from __future__ import annotations
 import os
 
 from ibsec import layers, transport
-
-from ..agent.frames import Builder
+from ibsec.builder import Builder
 
 
 def forged(

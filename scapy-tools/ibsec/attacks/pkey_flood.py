@@ -11,8 +11,8 @@ from __future__ import annotations
 import os
 
 from ibsec import addressing, transport
+from ibsec.builder import Builder, gid_bytes
 
-from ..agent.frames import Builder, gid_bytes
 from .common import RawSocket, blast, checked, gid_text, int0, parser, report, run
 
 DISTINCT_FRAMES = 256

@@ -24,7 +24,8 @@ from typing import Any
 
 from scapy.utils import PcapReader
 
-from ..agent.frames import View, parse
+from ibsec.rocev2 import View, parse
+
 from .common import MAX_COUNT, RawSocket, checked, report, run
 
 REQUESTS = ("RC_SEND_ONLY", "RC_SEND_FIRST", "RC_RDMA_WRITE_ONLY", "RC_RDMA_WRITE_FIRST")

@@ -16,7 +16,8 @@ import argparse
 import os
 from collections.abc import Callable
 
-from ..agent.frames import Builder, gid_bytes
+from ibsec.builder import Builder, gid_bytes
+
 from .common import RawSocket, blast, checked, gid_text, parser, report, run
 from .forge import complete, connection_options
 from .forging import forged

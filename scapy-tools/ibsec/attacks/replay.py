@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from scapy.utils import rdpcap
 
 from ibsec import icrc
+from ibsec.rocev2 import View, parse
 
-from ..agent.frames import View, parse
 from .common import RawSocket, blast, checked, gid_text, int0, parser, report, run
 
 

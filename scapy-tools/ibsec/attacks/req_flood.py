@@ -18,10 +18,10 @@ import os
 import secrets
 
 from ibsec import addressing, icrc, layers
+from ibsec.builder import Builder, gid_bytes
 
 from ..agent import cmwire
 from ..agent.cm import IBSEC_SERVICE_ID
-from ..agent.frames import Builder, gid_bytes
 from .common import RawSocket, blast, checked, gid_text, int0, parser, report, run
 
 SRC_GID = slice(22, 38)  # the GRH's source GID in a RoCEv2 frame (Ethernet 14 + IPv6 8)

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import argparse
 
-from ..agent.frames import Builder, gid_bytes
+from ibsec.builder import Builder, gid_bytes
+
 from .common import RawSocket, blast, checked, gid_text, int0, parser, report, run
 from .forge import complete, connection_options
 from .forging import forged

@@ -7,7 +7,8 @@ trusts the marking field, not the source address, for traceback.
 
 from __future__ import annotations
 
-from ..agent.frames import Builder, gid_bytes
+from ibsec.builder import Builder, gid_bytes
+
 from .common import RawSocket, blast, checked, gid_text, int0, parser, report, run
 from .forging import forged
 

@@ -8,7 +8,8 @@ try). The target counts consecutive MAC failures, raises the security trap, and 
 
 from __future__ import annotations
 
-from ..agent.frames import Builder, gid_bytes
+from ibsec.builder import Builder, gid_bytes
+
 from .common import RawSocket, blast, checked, gid_text, int0, parser, report, run
 from .forge import capture
 from .forging import forged

@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 
 from ibsec import addressing
+from ibsec.builder import Builder, gid_bytes
 
-from ..agent.frames import Builder, gid_bytes
 from .common import RawSocket, blast, checked, gid_text, parser, report, run
 from .forging import forged_trap
 

@@ -32,12 +32,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ibsec import icrc, keys, layers, mad_auth, opcodes
+from ibsec import icrc, keys, layers, mad_auth, opcodes, rocev2
+from ibsec.builder import Builder, gid_bytes, mac_of
 
 from ..agent import cmwire
 from ..agent.cm import IBSEC_SERVICE_ID, SCOPES, request_key
 from ..agent.control import ControlClient
-from ..agent.frames import Builder, gid_bytes, mac_of
 from ..agent.keyring import Keyring, MissingKey
 from ..agent.lab import SECURE_PKEY, Agent, Fabric, Host, Provisioned, provision, start_agents
 from ..attacks.forging import forged
@@ -221,14 +221,14 @@ def _reflect(frame: bytes, lab: Lab) -> bytes:
     """A frame the victim sent, turned back at it as if its peer had sent it (from the fuzzer's port)."""
     out = bytearray(frame)
     out[0:6], out[6:12] = lab.victim_mac, lab.fuzzer_mac
-    ip = icrc.ETHER_LEN
+    ip = rocev2.ETHER_LEN
     out[ip + 8 : ip + 24], out[ip + 24 : ip + 40] = (
         bytes(frame[ip + 24 : ip + 40]),
         bytes(frame[ip + 8 : ip + 24]),
     )
     try:
         return icrc.with_icrc(bytes(out))
-    except icrc.WireError:
+    except rocev2.WireError:
         return b""
 
 

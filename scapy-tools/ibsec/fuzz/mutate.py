@@ -17,12 +17,12 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ibsec import icrc, layers, opcodes
+from ibsec import icrc, layers, opcodes, rocev2
 from ibsec.agent import cmwire
-from ibsec.agent.frames import View, parse
+from ibsec.rocev2 import View, parse
 
-IP = icrc.ETHER_LEN
-BTH = IP + icrc.IPV6_LEN + icrc.UDP_LEN
+IP = rocev2.ETHER_LEN
+BTH = IP + rocev2.IPV6_LEN + rocev2.UDP_LEN
 MAD_AT = BTH + opcodes.BTH_LEN + 8  # a UD SEND to QP1: BTH, DETH, then the MAD
 TRAILER = 28
 BOUNDARIES = {
@@ -138,7 +138,7 @@ class Mutator:
         view = _view(bytes(out))
         if view is None or view.mode not in (2, 3, 4):
             return False
-        end = view.located.headers_end
+        end = view.headers_end
         out[end + self.rng.randrange(16)] ^= 1 << self.rng.randrange(8)
         return True
 
@@ -149,7 +149,7 @@ class Mutator:
         if where == BTH + 1:
             out[where] = (out[where] & 0xCF) | (self.rng.randrange(4) << 4)  # PadCnt
         else:
-            actual = len(out) - IP - icrc.IPV6_LEN
+            actual = len(out) - IP - rocev2.IPV6_LEN
             value = self.rng.choice(
                 (0, 1, 8, actual - 1, actual + 1, actual + 4, 0xFFFF, self.rng.getrandbits(16))
             )
@@ -268,18 +268,18 @@ class Mutator:
         if self.src_macs:
             out[6:12] = self._src_mac()
         frame = bytes(out)
-        sealed_mad = len(frame) == MAD_AT + layers.MAD_LEN + TRAILER + icrc.ICRC_LEN
+        sealed_mad = len(frame) == MAD_AT + layers.MAD_LEN + TRAILER + rocev2.ICRC_LEN
         if name != "trailer" and sealed_mad and self.rng.random() < 0.8:
             frame = self.reseal(frame) or frame
         out = bytearray(frame)
         if name != "lengths" and self.rng.random() < 0.85 and len(out) >= BTH:
-            size = (len(out) - IP - icrc.IPV6_LEN) & 0xFFFF
+            size = (len(out) - IP - rocev2.IPV6_LEN) & 0xFFFF
             out[IP + 4 : IP + 6] = out[IP + 44 : IP + 46] = size.to_bytes(2, "big")
         frame = bytes(out)
         if self.rng.random() < 0.85:
             try:
                 frame = icrc.with_icrc(frame)
-            except icrc.WireError:
+            except rocev2.WireError:
                 pass
         return frame
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ibsec import keys, layers, mad_auth
-from ibsec.agent.frames import View, parse
 from ibsec.agent.lab import Fabric, Host
+from ibsec.rocev2 import View, parse
 from scapy.layers.l2 import Ether
 
 EFFECT_TIMEOUT = 30.0  # seconds to wait for an effect that should come in milliseconds (a loaded machine)

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from ibsec import layers
 from ibsec.agent.admission import Limits
-from ibsec.agent.frames import View
 from ibsec.agent.lab import SECURE_PKEY, Agent, Fabric, Host, provision, rc_pair, start_agents
+from ibsec.rocev2 import View
 from scapy.layers.l2 import Ether
 from scapy.utils import wrpcap
 

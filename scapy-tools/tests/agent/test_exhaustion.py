@@ -12,8 +12,8 @@ from collections.abc import Callable
 from ibsec import layers
 from ibsec.agent import cmwire
 from ibsec.agent.cm import IBSEC_SERVICE_ID
-from ibsec.agent.frames import Builder, gid_bytes, mac_of
 from ibsec.agent.lab import SECURE_PKEY, Fabric, provision, start_agents
+from ibsec.builder import Builder, gid_bytes, mac_of
 
 from .helpers import Tap, wait_for
 from .test_hostile import odd_gids, spoofed

@@ -17,9 +17,9 @@ from ibsec.agent.adapter import Adapter
 from ibsec.agent.admission import Limits
 from ibsec.agent.cm import IBSEC_SERVICE_ID, UD_EXTRA
 from ibsec.agent.counters import Drop
-from ibsec.agent.frames import Builder, gid_bytes
 from ibsec.agent.memory import Access
 from ibsec.agent.qp import RECV_QUEUE_DEPTH, Scope, Service, State
+from ibsec.builder import Builder, gid_bytes
 from scapy.layers.l2 import Ether
 from scapy.packet import Packet
 

@@ -15,9 +15,9 @@ from ibsec import addressing, icrc, keys, layers, mad_auth, transport
 from ibsec.agent import mads
 from ibsec.agent.adapter import MAX_QPS, SEND_WINDOW, Adapter, AdapterError, AgentConfig
 from ibsec.agent.counters import Drop
-from ibsec.agent.frames import Builder, gid_bytes, mac_of
 from ibsec.agent.qp import Partition, Scope, Service, State
 from ibsec.agent.traps import RateLimiter
+from ibsec.builder import Builder, gid_bytes, mac_of
 from scapy.layers.l2 import Ether
 from scapy.packet import Packet
 

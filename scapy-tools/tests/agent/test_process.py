@@ -12,8 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from ibsec.agent.frames import View
 from ibsec.agent.lab import Agent, Fabric, provision, rc_pair, start_agents
+from ibsec.rocev2 import View
 
 from .conftest import namespaces
 from .helpers import Tap, wait_for

@@ -9,8 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
-from ibsec.agent.frames import gid_bytes
 from ibsec.agent.lab import SECURE_PKEY, Agent, Fabric, provision, rc_pair, start_agents
+from ibsec.builder import gid_bytes
 
 from .helpers import Tap, wait_for
 

@@ -14,10 +14,11 @@ import pytest
 from ibsec.agent.adapter import FIRST_QPN, MAX_QPS, Adapter, AdapterError
 from ibsec.agent.admission import Limits
 from ibsec.agent.counters import Drop
-from ibsec.agent.frames import Builder, gid_bytes, parse
 from ibsec.agent.memory import ADDRESS_SPACE, PAGE, Access
 from ibsec.agent.qp import QueuePair, Scope, Service, State
 from ibsec.attacks import predict, qp_error, req_flood, rkey_guess
+from ibsec.builder import Builder, gid_bytes
+from ibsec.rocev2 import parse
 from scapy.layers.l2 import Ether
 from scapy.utils import wrpcap
 
