@@ -18,13 +18,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ibsec import rocev2
 from scapy.utils import RawPcapReader
 
-ROCE_PORT = 4791
 PCAP_HEADER = 24  # a pcap the switch has not written a frame to yet may be shorter
-UDP_DPORT = slice(56, 58)  # Ethernet 14 + IPv6 40 + UDP destination port
-BTH_PKEY = slice(64, 66)  # BTH starts at 62; P_Key is its bytes 2-3
-BTH_PSN = slice(71, 74)  # the low 24 bits of the BTH's last word
 
 
 @dataclass(frozen=True)
@@ -41,11 +38,11 @@ def attack_frames(pcap: Path, pkey: int, window: tuple[float, float] = (0.0, flo
     if not pcap.exists() or pcap.stat().st_size < PCAP_HEADER:
         return frames
     for data, meta in RawPcapReader(str(pcap)):
-        if len(data) >= BTH_PSN.stop and int.from_bytes(data[UDP_DPORT], "big") == ROCE_PORT \
-                and int.from_bytes(data[BTH_PKEY], "big") == pkey:
+        if len(data) >= rocev2.PSN_AT.stop and rocev2.is_rocev2(data) \
+                and int.from_bytes(data[rocev2.PKEY_AT], "big") == pkey:
             wall = meta.sec + meta.usec / 1e6
             if window[0] <= wall < window[1]:
-                frames.append(Frame(wall, int.from_bytes(data[BTH_PSN], "big")))
+                frames.append(Frame(wall, int.from_bytes(data[rocev2.PSN_AT], "big")))
     return frames
 
 

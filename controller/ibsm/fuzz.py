@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ibsec import addressing, keys, layers, mad_auth
+from ibsec import addressing, keys, layers, mad_auth, rocev2
 from ibsec.builder import Builder
 from ibsec.cliopts import integer
 
@@ -56,7 +56,7 @@ from .lab import Fabric, ca_keys, inprocess_fabric, next_tid, sm_process
 from .topology import Host
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "tests" / "data" / "fattree-2x2.json"
-MAD_AT = 14 + 40 + 8 + 12 + 8  # Ethernet, IPv6, UDP, BTH, DETH: where the MAD starts in a frame to QP1
+MAD_AT = rocev2.MAD_AT
 DROP_REASONS = 8  # IbsecIngress.drops (DROP_REASONS in p4src/include/defines.p4)
 BATCH = 250
 COUNT_TIMEOUT = 300.0  # seconds the SM may take to count a batch (a guard: a loaded machine is slow)
@@ -138,14 +138,11 @@ class Mutator:
         """A well-formed trap, security trap or port-up notice from ``host`` (fields random but sane)."""
         rng = self.rng
         if kind == "trap":
-            details: Any = layers.Ntc257258(lid2=host.lid, key=rng.getrandbits(16), qp1=rng.getrandbits(24),
-                                            qp2=rng.choice((1, rng.getrandbits(24))), gid1=self.gid(),
-                                            gid2=host.gid)
-            notice = layers.Notice(is_generic=1, type=layers.NoticeType.SECURITY,
-                                   producer_type=layers.PRODUCER_CA,
-                                   trap_number=rng.choice((layers.TRAP_BAD_PKEY, layers.TRAP_BAD_QKEY)),
-                                   issuer_lid=host.lid, data_details=details, issuer_gid=host.gid,
-                                   recv_port=1, mf=rng.getrandbits(38))
+            # keyword arguments in the order the random values were always drawn (a seed's run is kept)
+            notice = layers.bad_key_notice(
+                lid=host.lid, gid=host.gid, key=rng.getrandbits(16), src_qp=rng.getrandbits(24),
+                dst_qp=rng.choice((1, rng.getrandbits(24))), src_gid=self.gid(),
+                trap_number=rng.choice((layers.TRAP_BAD_PKEY, layers.TRAP_BAD_QKEY)), mf=rng.getrandbits(38))
         elif kind == "security":
             details = layers.SecurityTrapDetails(lid=host.lid, qp=rng.getrandbits(24),
                                                  mac_failures=rng.getrandbits(32), peer_gid=self.gid())
@@ -157,9 +154,7 @@ class Mutator:
                                    data_details=layers.PortUpDetails(lid=host.lid,
                                                                      boot_id=rng.getrandbits(64)),
                                    issuer_gid=host.gid)
-        mad = layers.MAD(mgmt_class=layers.MgmtClass.SUBN_LID, method=layers.Method.TRAP,
-                         attribute_id=layers.ATTR_NOTICE, transaction_id=next_tid()) / layers.SMP() / notice
-        return bytes(mad)[: layers.MAD_LEN]
+        return layers.trap_mad(notice, next_tid())
 
     def key_ack(self) -> bytes:
         """A GetResp of the vendor class, for a TransactionID the SM sent (if any yet) or a random one."""
@@ -265,7 +260,7 @@ class Tally:
 
         def host_receives(frame: bytes) -> None:
             self._bump("to_hosts")
-            if frame[22:38] == sm_gid:  # what the SM sent: its TransactionIDs make realistic key ACKs
+            if frame[rocev2.SRC_GID_AT] == sm_gid:  # from the SM: its TIDs make realistic key ACKs
                 mutator.sm_tids.append(int.from_bytes(frame[MAD_AT + 8: MAD_AT + 16], "big"))
 
         for host in fab.topo.hosts:

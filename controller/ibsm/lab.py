@@ -27,7 +27,7 @@ from ibsec.builder import Builder
 from scapy.layers.inet import UDP
 from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether
-from scapy.packet import Packet, Raw
+from scapy.packet import Raw
 
 from p4switch.runtime.device import Device
 from p4switch.runtime.server import P4RuntimeService, serve
@@ -196,21 +196,16 @@ def ca_keys(topo: Topology) -> keys.KeyStore:
 def trap_257(topo: Topology, victim: Host, key: keys.Key, *, bad_pkey: int, claimed_gid: str, mf: int,
              tid: int | None = None) -> bytes:
     """The frame ``victim``'s agent sends to the SM after a packet with ``bad_pkey`` from ``claimed_gid``."""
-    notice = layers.Notice(
-        is_generic=1, type=layers.NoticeType.SECURITY, producer_type=layers.PRODUCER_CA,
-        trap_number=layers.TRAP_BAD_PKEY, issuer_lid=victim.lid,
-        data_details=layers.Ntc257258(lid1=0, lid2=victim.lid, key=bad_pkey, qp1=0, qp2=1, gid1=claimed_gid,
-                                      gid2=victim.gid),
-        issuer_gid=victim.gid, recv_port=1, mf=mf)
-    return sealed_mad(topo, victim, key, layers.MAD(
-        mgmt_class=layers.MgmtClass.SUBN_LID, method=layers.Method.TRAP, attribute_id=layers.ATTR_NOTICE,
-        transaction_id=next_tid() if tid is None else tid) / layers.SMP() / notice)
+    notice = layers.bad_key_notice(layers.TRAP_BAD_PKEY, lid=victim.lid, gid=victim.gid, key=bad_pkey,
+                                   src_gid=claimed_gid, src_qp=0, dst_qp=1, mf=mf)
+    return sealed_mad(topo, victim, key, layers.trap_mad(notice, next_tid() if tid is None else tid))
 
 
-def sealed_mad(topo: Topology, sender: Host, key: keys.Key, mad: Packet) -> bytes:
+def sealed_mad(topo: Topology, sender: Host, key: keys.Key, mad: bytes) -> bytes:
+    """``mad`` from ``sender`` to the SM, authenticated under ``sender``'s CA key."""
     mac = bytes.fromhex(addressing.guid_to_mac(sender.guid).replace(":", ""))
     builder = Builder(mac, addressing.parse_gid(sender.gid).to_bytes())
-    payload = mad_auth.seal(key.material, bytes(mad)[: layers.MAD_LEN], sender.gid)
+    payload = mad_auth.seal(key.material, mad, sender.gid)
     return builder.mad_frame(topo.sm_gid, 0xFFFF, payload)
 
 

@@ -111,13 +111,12 @@ def parse_frame(frame: bytes) -> RawMad:
         start = located.headers_end
     except rocev2.Malformed:
         raise NotAMad("not-rocev2") from None
-    dqpn = int.from_bytes(frame[located.bth + 5: located.bth + 8], "big")
-    if opcode.code != UD_SEND_ONLY or dqpn != layers.GSI_QPN:
+    if opcode.code != UD_SEND_ONLY or located.dqpn != layers.GSI_QPN:
         raise NotAMad("not-ud-send-to-qp1")
     if len(frame) < start + layers.MAD_LEN + rocev2.ICRC_LEN:
         raise NotAMad("shorter-than-a-mad")
-    end = len(frame) - rocev2.ICRC_LEN - ((frame[located.bth + 1] >> 4) & 0x3)
-    return RawMad(frame[located.ip + 8: located.ip + 24], frame[start:end])
+    end = len(frame) - rocev2.ICRC_LEN - located.pad_count
+    return RawMad(located.src_gid, frame[start:end])
 
 
 class MadSource:

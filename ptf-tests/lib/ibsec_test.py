@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from base_test import P4RuntimeTest
-from ibsec import icrc
+from ibsec import icrc, rocev2
 from ibsec.addressing import MF_BITS, MF_MAX, MF_MSB, gid_to_int, make_gid, mf_get, mf_set
 from ibsec.layers import AETH, BTH, DETH, MAD, RETH, STH, ImmDt, Method, MgmtClass
 from ibsec.marking import FatTreeLayout, Kind, PortEntry
@@ -25,8 +25,6 @@ from scapy.layers.l2 import Ether
 from scapy.packet import Packet, Raw
 
 GID_BITS = 128
-DST_ADDR_OFFSET = 14 + 24
-UDP_CHECKSUM_OFFSET = 14 + 40 + 6
 MF_MSB_OFFSET = GID_BITS - 1 - MF_MSB
 """Bit offset of the MF's first bit inside the destination GID (bit 127 comes first on the wire)."""
 HOST_MAC = "02:00:00:00:00:01"
@@ -176,8 +174,8 @@ class IbsecTest(P4RuntimeTest):
         """``frame`` leaves on ``port`` whatever the switch wrote into its MF (and so its UDP checksum):
         for tests about forwarding and filtering, not marking."""
         expected = Mask(bytes(frame))
-        expected.set_do_not_care(DST_ADDR_OFFSET * 8 + MF_MSB_OFFSET, MF_BITS)
-        expected.set_do_not_care(UDP_CHECKSUM_OFFSET * 8, 16)
+        expected.set_do_not_care(rocev2.DST_GID_AT.start * 8 + MF_MSB_OFFSET, MF_BITS)
+        expected.set_do_not_care(rocev2.UDP_CHECKSUM_AT.start * 8, 16)
         testutils.verify_packet(self, expected, port)
         testutils.verify_no_other_packets(self)
 
@@ -287,7 +285,7 @@ def build_non_ipv6(ether_type: int = 0x0806) -> Packet:
 
 def frame_mf(frame: bytes) -> int:
     """The MF of a frame's destination GID."""
-    return mf_get(frame[DST_ADDR_OFFSET:DST_ADDR_OFFSET + 16])
+    return mf_get(frame[rocev2.DST_GID_AT])
 
 
 def with_mf(frame: bytes, mf: int) -> bytes:
@@ -296,6 +294,7 @@ def with_mf(frame: bytes, mf: int) -> bytes:
         raise ValueError("MF out of range")
     if frame_mf(frame) == mf:
         return frame
-    dst = mf_set(frame[DST_ADDR_OFFSET:DST_ADDR_OFFSET + 16], mf)
-    out = frame[:DST_ADDR_OFFSET] + dst + frame[DST_ADDR_OFFSET + 16:]
-    return out[:UDP_CHECKSUM_OFFSET] + b"\0\0" + out[UDP_CHECKSUM_OFFSET + 2:]
+    out = bytearray(frame)
+    out[rocev2.DST_GID_AT] = mf_set(frame[rocev2.DST_GID_AT], mf)
+    out[rocev2.UDP_CHECKSUM_AT] = bytes(2)
+    return bytes(out)

@@ -4,7 +4,8 @@ and counted by parser error, never forwarded half-parsed."""
 from __future__ import annotations
 
 from ibsec.layers import EXT_LAYERS
-from ibsec.opcodes import OPCODES, Service
+from ibsec.opcodes import BTH_LEN, OPCODES, Service
+from ibsec.rocev2 import BTH_AT
 from ibsec_test import (
     IbsecTest,
     build_ack,
@@ -20,7 +21,7 @@ from ibsec_test import (
 from scapy.packet import Packet
 
 IN_PORT, OUT_PORT = 1, 2
-BTH_END = 14 + 40 + 8 + 12
+BTH_END = BTH_AT + BTH_LEN
 """Offset of the first byte after the BTH in a RoCEv2 frame."""
 
 

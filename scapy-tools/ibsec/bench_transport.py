@@ -24,13 +24,12 @@ from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
-from ibsec import addressing, layers, transport
+from ibsec import addressing, layers, rocev2, transport
 from ibsec.opcodes import BY_NAME, Service
 from ibsec.transport import Mode, Receiver, Sender
 
 DEFAULT_SIZES = (64, 256, 1024, 4096)
 BATCHES = 5
-PSN_OFFSET = 14 + 40 + 8 + 9  # Ether + IPv6 + UDP, then BTH bytes 9-11
 
 
 def sample_frame(payload_len: int) -> bytes:
@@ -57,7 +56,7 @@ class Cell:
         """Seal and open ``count`` packets (each with the next PSN); seconds per packet."""
         start = time.process_time()
         for _ in range(count):
-            self.template[PSN_OFFSET:PSN_OFFSET + 3] = (self.psn & transport.PSN_MASK).to_bytes(3, "big")
+            self.template[rocev2.PSN_AT] = (self.psn & transport.PSN_MASK).to_bytes(3, "big")
             self.psn += 1
             sealed = transport.seal(bytes(self.template), self.key, self.sender)
             transport.open_frame(sealed, self.key, self.receiver)

@@ -605,6 +605,28 @@ class Notice(Packet):
         return Raw
 
 
+def bad_key_notice(
+    trap_number: int, *, lid: int, gid: str, key: int, src_gid: str, src_qp: int, dst_qp: int, mf: int,
+    recv_port: int = 1,
+) -> Notice:
+    """The Notice of trap 257 (bad P_Key) or 258 (bad Q_Key) that port (``lid``, ``gid``) issues for a
+    packet from ``src_gid`` / ``src_qp`` to its QP ``dst_qp`` carrying ``key``, with our extension: the
+    packet's raw ``mf`` and the port ``recv_port`` it arrived on (what the SM traces the sender by).
+
+    One builder for the agent's traps, the forger's and the test fabrics', so they cannot drift apart.
+    """
+    details = Ntc257258(lid1=0, lid2=lid, key=key, qp1=src_qp, qp2=dst_qp, gid1=src_gid, gid2=gid)
+    return Notice(is_generic=1, type=NoticeType.SECURITY, producer_type=PRODUCER_CA, trap_number=trap_number,
+                  issuer_lid=lid, data_details=details, issuer_gid=gid, recv_port=recv_port, mf=mf)
+
+
+def trap_mad(notice: Packet, transaction_id: int) -> bytes:
+    """The 256-byte SubnTrap(Notice) MAD carrying ``notice`` (before its authentication trailer)."""
+    mad = MAD(mgmt_class=MgmtClass.SUBN_LID, method=Method.TRAP, attribute_id=ATTR_NOTICE,
+              transaction_id=transaction_id) / SMP() / notice
+    return bytes(mad)[:MAD_LEN]
+
+
 # --------------------------------------------------------------------------------------------------
 # Communication management (class 0x07, IBA chapter 12)
 # --------------------------------------------------------------------------------------------------

@@ -52,6 +52,8 @@ BTH_AT = _UDP + UDP_LEN
 """Offset of the BTH in an untagged frame."""
 PKEY_AT = slice(BTH_AT + 2, BTH_AT + 4)
 PSN_AT = slice(BTH_AT + 9, BTH_AT + 12)
+MAD_AT = BTH_AT + opcodes.BTH_LEN + opcodes.Ext.DETH.length
+"""Where the MAD starts in an untagged UD SEND to QP1 (BTH, DETH, then the MAD)."""
 
 _ROCEV2_PORT_BYTES = ROCEV2_PORT.to_bytes(2, "big")
 _ETHERTYPE_IPV6_BYTES = ETHERTYPE_IPV6.to_bytes(2, "big")

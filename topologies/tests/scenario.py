@@ -12,12 +12,11 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from ibsec import addressing
+from ibsec import addressing, rocev2
 from scapy.utils import RawPcapReader
 
 from topologies import run, topofile
 
-ROCE_PORT = 4791
 PCAP_HEADER = 24
 PCAP_RECORD_HEADER = 16
 
@@ -131,7 +130,7 @@ def roce_frames(pcap: Path) -> list[tuple[float, bytes]]:
     if not pcap.exists() or pcap.stat().st_size < PCAP_HEADER:
         return out
     for frame, meta in RawPcapReader(str(pcap)):
-        if len(frame) > 66 and int.from_bytes(frame[56:58], "big") == ROCE_PORT:
+        if rocev2.is_rocev2(frame):
             out.append((meta.sec + meta.usec / 1e6, bytes(frame)))
     return out
 
@@ -166,8 +165,8 @@ def pkey_of(frame: bytes) -> int:
 
 
 def src_gid(frame: bytes) -> str:
-    return str(addressing.parse_gid(frame[22:38]))
+    return str(addressing.parse_gid(frame[rocev2.SRC_GID_AT]))
 
 
 def dst_mf(frame: bytes) -> int:
-    return addressing.mf_get(frame[38:54])
+    return addressing.mf_get(frame[rocev2.DST_GID_AT])

@@ -159,25 +159,16 @@ class ManagementAgent:
         if not self.adapter.trap_limiter.allow((number, src, key)):
             self.adapter.counters.bump("traps_suppressed")
             return
-        details = layers.Ntc257258(
-            lid1=0,
-            lid2=self.adapter.config.lid,
+        notice = layers.bad_key_notice(
+            number,
+            lid=self.adapter.config.lid,
+            gid=self.adapter.gid,
             key=key,
-            qp1=view.deth[1] if view.deth else 0,
-            qp2=view.dqpn,
-            gid1=src,
-            gid2=self.adapter.gid,
-        )
-        notice = layers.Notice(
-            is_generic=1,
-            type=layers.NoticeType.SECURITY,
-            producer_type=layers.PRODUCER_CA,
-            trap_number=number,
-            issuer_lid=self.adapter.config.lid,
-            data_details=details,
-            issuer_gid=self.adapter.gid,
-            recv_port=RECEIVING_PORT,
+            src_gid=src,
+            src_qp=view.deth[1] if view.deth else 0,
+            dst_qp=view.dqpn,
             mf=view.mf,
+            recv_port=RECEIVING_PORT,
         )
         self._send_trap(notice, f"trap {number}")
 
@@ -239,17 +230,8 @@ class ManagementAgent:
             ad.counters.bump("traps_unsent")
             log.warning("%s not sent: %s", what, "no SM GID" if self.sm_gid is None else "no CA key")
             return
-        mad = (
-            layers.MAD(
-                mgmt_class=layers.MgmtClass.SUBN_LID,
-                method=layers.Method.TRAP,
-                attribute_id=layers.ATTR_NOTICE,
-                transaction_id=self._next_tid(),
-            )
-            / layers.SMP()
-            / notice
-        )
-        self._send_authenticated(self.sm_gid, bytes(mad)[: layers.MAD_LEN], ad.keyring.ca_sk)
+        mad = layers.trap_mad(notice, self._next_tid())
+        self._send_authenticated(self.sm_gid, mad, ad.keyring.ca_sk)
         ad.counters.bump(counter)
         log.info("%s sent to the SM", what)
 

@@ -35,25 +35,7 @@ def forged_trap(
 ) -> bytes:
     """Trap 257 claiming ``accused_gid`` sent bad P_Key ``pkey`` to ``victim_gid`` (the forger's claimed
     issuer), with a random authentication trailer: the forger does not hold the victim's CA key."""
-    details = layers.Ntc257258(lid2=1, key=pkey, qp2=0x100, gid1=accused_gid, gid2=victim_gid)
-    notice = layers.Notice(
-        is_generic=1,
-        type=layers.NoticeType.SECURITY,
-        trap_number=layers.TRAP_BAD_PKEY,
-        data_details=details,
-        issuer_gid=victim_gid,
-        recv_port=1,
-        mf=mf,
-    )
-    mad = (
-        layers.MAD(
-            mgmt_class=layers.MgmtClass.SUBN_LID,
-            method=layers.Method.TRAP,
-            attribute_id=layers.ATTR_NOTICE,
-            transaction_id=tid,
-        )
-        / layers.SMP()
-        / notice
-    )
+    notice = layers.bad_key_notice(layers.TRAP_BAD_PKEY, lid=1, gid=victim_gid, key=pkey, src_gid=accused_gid,
+                                   src_qp=0, dst_qp=0x100, mf=mf)
     trailer = os.urandom(layers.MAD_AUTH_NONCE_LEN + layers.MAD_AUTH_TAG_LEN)
-    return builder.mad_frame(sm_gid, 0xFFFF, bytes(mad)[: layers.MAD_LEN] + trailer)
+    return builder.mad_frame(sm_gid, 0xFFFF, layers.trap_mad(notice, tid) + trailer)

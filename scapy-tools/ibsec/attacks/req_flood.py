@@ -17,14 +17,13 @@ import argparse
 import os
 import secrets
 
-from ibsec import addressing, icrc, layers
+from ibsec import addressing, icrc, layers, rocev2
 from ibsec.builder import Builder, gid_bytes
 
 from ..agent import cmwire
 from ..agent.cm import IBSEC_SERVICE_ID
 from .common import RawSocket, blast, checked, gid_text, int0, parser, report, run
 
-SRC_GID = slice(22, 38)  # the GRH's source GID in a RoCEv2 frame (Ethernet 14 + IPv6 8)
 EUI64_MIDDLE = 0xFFFE
 
 
@@ -42,7 +41,7 @@ def request(builder: Builder, args: argparse.Namespace) -> bytes:
                                       service_id=IBSEC_SERVICE_ID, qpn=2 + secrets.randbelow((1 << 24) - 3),
                                       pkey=args.pkey, private=cmwire.pack_private(0, os.urandom(12))))
     frame = bytearray(builder.mad_frame(args.dst_gid, args.pkey, mad))
-    frame[SRC_GID] = gid_bytes(gid_text(args.src_gid) if args.src_gid else spoofed_gid())
+    frame[rocev2.SRC_GID_AT] = gid_bytes(gid_text(args.src_gid) if args.src_gid else spoofed_gid())
     return icrc.with_icrc(bytes(frame))
 
 

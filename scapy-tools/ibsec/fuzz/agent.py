@@ -220,12 +220,8 @@ def _traffic(lab: Lab) -> None:
 def _reflect(frame: bytes, lab: Lab) -> bytes:
     """A frame the victim sent, turned back at it as if its peer had sent it (from the fuzzer's port)."""
     out = bytearray(frame)
-    out[0:6], out[6:12] = lab.victim_mac, lab.fuzzer_mac
-    ip = rocev2.ETHER_LEN
-    out[ip + 8 : ip + 24], out[ip + 24 : ip + 40] = (
-        bytes(frame[ip + 24 : ip + 40]),
-        bytes(frame[ip + 8 : ip + 24]),
-    )
+    out[rocev2.DST_MAC_AT], out[rocev2.SRC_MAC_AT] = lab.victim_mac, lab.fuzzer_mac
+    out[rocev2.SRC_GID_AT], out[rocev2.DST_GID_AT] = frame[rocev2.DST_GID_AT], frame[rocev2.SRC_GID_AT]
     try:
         return icrc.with_icrc(bytes(out))
     except rocev2.WireError:
@@ -347,7 +343,7 @@ def _resealer(lab: Lab) -> Any:
     victim = lab.victim.host.gid
 
     def reseal(frame: bytes) -> bytes | None:
-        sender, mad = frame[22:38], bytearray(frame[MAD_AT : MAD_AT + layers.MAD_LEN])
+        sender, mad = frame[rocev2.SRC_GID_AT], bytearray(frame[MAD_AT : MAD_AT + layers.MAD_LEN])
         if mad[1] == layers.MgmtClass.IBSEC_VENDOR and sender == fuzzer_gid:
             mad[8:16] = _fresh_tid().to_bytes(8, "big")
             key: bytes | None = lab.prov.ca_keys[1].material

@@ -22,8 +22,8 @@ from ibsec.agent import cmwire
 from ibsec.rocev2 import View, parse
 
 IP = rocev2.ETHER_LEN
-BTH = IP + rocev2.IPV6_LEN + rocev2.UDP_LEN
-MAD_AT = BTH + opcodes.BTH_LEN + 8  # a UD SEND to QP1: BTH, DETH, then the MAD
+BTH = rocev2.BTH_AT
+MAD_AT = rocev2.MAD_AT
 TRAILER = 28
 BOUNDARIES = {
     1: (0, 1, 0x7F, 0x80, 0xFE, 0xFF),
