@@ -38,7 +38,7 @@ def attack_frames(pcap: Path, pkey: int, window: tuple[float, float] = (0.0, flo
     if not pcap.exists() or pcap.stat().st_size < PCAP_HEADER:
         return frames
     for data, meta in RawPcapReader(str(pcap)):
-        if len(data) >= rocev2.PSN_AT.stop and rocev2.is_rocev2(data) \
+        if len(data) >= rocev2.PSN_AT.stop and rocev2.to_rocev2_port(data) \
                 and int.from_bytes(data[rocev2.PKEY_AT], "big") == pkey:
             wall = meta.sec + meta.usec / 1e6
             if window[0] <= wall < window[1]:

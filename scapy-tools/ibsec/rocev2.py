@@ -298,7 +298,13 @@ def parse(frame: bytes) -> View | None:
 def is_rocev2(frame: bytes) -> bool:
     """An untagged IPv6 frame with a UDP header to port 4791, whatever its lengths and the rest say."""
     return (len(frame) >= BTH_AT and frame[ETHERTYPE_AT] == _ETHERTYPE_IPV6_BYTES
-            and frame[_IP + 6] == UDP_NEXT_HEADER and frame[UDP_DPORT_AT] == _ROCEV2_PORT_BYTES)
+            and frame[_IP + 6] == UDP_NEXT_HEADER and to_rocev2_port(frame))
+
+
+def to_rocev2_port(frame: bytes) -> bool:
+    """The bytes where an untagged frame's UDP destination port lies say 4791: how a capture picks out
+    RoCEv2 frames without checking anything else."""
+    return frame[UDP_DPORT_AT] == _ROCEV2_PORT_BYTES
 
 
 def set_lengths(frame: bytearray, ip: int, payload_len: int | None = None) -> None:

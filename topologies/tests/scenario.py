@@ -130,7 +130,7 @@ def roce_frames(pcap: Path) -> list[tuple[float, bytes]]:
     if not pcap.exists() or pcap.stat().st_size < PCAP_HEADER:
         return out
     for frame, meta in RawPcapReader(str(pcap)):
-        if rocev2.is_rocev2(frame):
+        if len(frame) > rocev2.PKEY_AT.stop and rocev2.to_rocev2_port(frame):
             out.append((meta.sec + meta.usec / 1e6, bytes(frame)))
     return out
 
