@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import networkx as nx
-from ibsm import entries
+from ibsec import names
 from ibsm import report as sm_report
 
 from topologies import counters, demo, filtering, run
@@ -92,12 +92,12 @@ def release_paper16(ctx: Context) -> None:
 
 def lookups(reads: counters.SwitchReads) -> int:
     """Partition-table lookups so far, all switches and ports (seed 000 Table 1's cost)."""
-    return sum(reads.counter(entries.PARTITION_LOOKUPS).values())
+    return sum(reads.counter(names.PARTITION_LOOKUPS).values())
 
 
 def table_bytes(reads: counters.SwitchReads) -> list[int]:
     """Partition-table bytes per switch: entries of the valid and invalid P_Key tables x 2 bytes."""
-    valid, invalid = reads.entries(entries.VALID_PKEYS), reads.entries(entries.INVALID_PKEYS)
+    valid, invalid = reads.entries(names.VALID_PKEYS), reads.entries(names.INVALID_PKEYS)
     return [(valid[sw] + invalid[sw]) * PKEY_BYTES for sw in reads.switches]
 
 
@@ -401,7 +401,6 @@ def plot_dos(ctx: Context, rows: list[dict[str, Any]]) -> str:
 
 # ---- experiment 3 ----------------------------------------------------------------------------------------
 
-POLICIES = ("none", "dt", "if", "sif")
 FLUSH_TIMEOUT = 120.0  # seconds to wait for SIF's flush after a flood (its quiet period, on a loaded machine)
 
 
@@ -520,7 +519,7 @@ def run_policies(ctx: Context) -> Section:
     reads = counters.SwitchReads(fabric_run)
     bg = [(fabric_run.agents[a], legit_connection(fabric_run, a, b)) for a, b in c.others]
     for flows in ctx.profile.loads:
-        for policy in POLICIES:
+        for policy in names.POLICIES:
             row, points = policy_point(ctx, fabric_run, reads, c, policy, int(flows), bg)
             rows.append(row)
             series.extend(points)
@@ -752,7 +751,7 @@ def plot_series(ctx: Context, series: list[dict[str, Any]], rows: list[dict[str,
         "one-way latency, median per 0.5 s (ms)",
     )
     flows = min(r["background_flows"] for r in rows)
-    for policy in POLICIES:
+    for policy in names.POLICIES:
         pts = [s for s in series if s["policy"] == policy and s["background_flows"] == flows]
         ax.plot(
             [s["t_s"] for s in pts],
@@ -784,7 +783,7 @@ def plot_policy_means(ctx: Context, rows: list[dict[str, Any]]) -> str:
     )
     flows = sorted({r["background_flows"] for r in rows})
     width = 0.2
-    for i, policy in enumerate(POLICIES):
+    for i, policy in enumerate(names.POLICIES):
         ax.bar(
             [j + i * width for j in range(len(flows))],
             [

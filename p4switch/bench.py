@@ -312,7 +312,8 @@ def process(kind: str, ifaces: tuple[str, str], work: Workload, workdir: Path, p
         assert target and work.bmv2_program
         port = targets.free_port()
         argv = target.switch_argv(device_id=harness.DEVICE_ID, ports={1: ifaces[0], 2: ifaces[1]},
-                                  grpc_port=port, log=workdir / name, log_level="warn")
+                                  grpc_port=port, log=workdir / name, log_level="warn",
+                                  cpu_port=None)  # forwarding only: no packet I/O
         with targets.running(argv, port, workdir / f"{name}.out") as bmv2_proc:
             yield bmv2_proc.pid, f"127.0.0.1:{port}", work.bmv2_program
     else:

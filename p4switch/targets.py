@@ -28,8 +28,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 VENV_BIN = Path(sys.executable).parent
-CPU_PORT = 255
-"""The CPU port number every switch gets (packet-in/packet-out; p4src's controller headers)."""
 HELP_TIMEOUT = 60.0
 START_TIMEOUT = 60.0
 STOP_TIMEOUT = 10.0
@@ -65,14 +63,16 @@ class Target:
         """The long options the switch binary offers (read from its ``--help``)."""
         return help_options(self.switch_path())
 
-    def switch_argv(self, *, device_id: int, ports: Mapping[int, str], grpc_port: int,
+    def switch_argv(self, *, device_id: int, ports: Mapping[int, str], grpc_port: int, cpu_port: int | None,
                     log: Path | None = None, pcap_dir: Path | None = None, log_level: str = "info",
                     program: Path | None = None, target_args: Sequence[str] = ()) -> list[str]:
         """The switch's command line: BMv2's general options, then ``--`` and simple_switch_grpc's target
-        options (``target_args`` last); P4Runtime on 127.0.0.1:``grpc_port``, a free Thrift port where the
-        build has Thrift, and no program (``--no-p4``: a controller pushes it) unless ``program`` is given.
-        The log goes to ``log``.txt (BMv2 adds the .txt) or, without ``log``, to stdout; its level is
-        explicit because BMv2's default, trace, writes lines per packet (megabytes a second in a flood)."""
+        options (``target_args`` last); P4Runtime on 127.0.0.1:``grpc_port``, PacketIn and PacketOut on
+        ``cpu_port`` (the program's CPU port: the caller knows its program, the target does not; None: no
+        packet I/O), a free Thrift port where the build has Thrift, and no program (``--no-p4``: a controller
+        pushes it) unless ``program`` is given. The log goes to ``log``.txt (BMv2 adds the .txt) or, without
+        ``log``, to stdout; its level is explicit because BMv2's default, trace, writes lines per packet
+        (megabytes a second in a flood)."""
         argv = [self.switch_path(), "--device-id", str(device_id)]
         for number, iface in sorted(ports.items()):
             argv += ["-i", f"{number}@{iface}"]
@@ -83,8 +83,8 @@ class Target:
         if "--thrift-port" in self.switch_options():
             argv += ["--thrift-port", str(free_port("0.0.0.0"))]  # Thrift listens on every address
         argv += [str(program)] if program else ["--no-p4"]
-        return argv + ["--", "--grpc-server-addr", f"127.0.0.1:{grpc_port}", "--cpu-port", str(CPU_PORT),
-                       *target_args]
+        cpu = ["--cpu-port", str(cpu_port)] if cpu_port is not None else []
+        return argv + ["--", "--grpc-server-addr", f"127.0.0.1:{grpc_port}", *cpu, *target_args]
 
 
 TARGETS = {

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import finsy as fy
 import grpc
 from finsy.proto import p4r, p4r_grpc
-from ibsm import entries
+from ibsec import names
 
 from . import network, run
 
@@ -60,7 +60,7 @@ class SwitchReads:
 
     def violations(self) -> Cells:
         """Frames each switch port's partition check dropped (the Ingress P_Key Violation Counter)."""
-        return self.counter(entries.PKEY_VIOLATIONS)
+        return self.counter(names.PKEY_VIOLATIONS)
 
 
 def moved(before: Cells, after: Cells) -> Cells:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import networkx as nx
+from ibsec import names
 from ibsec.agent.control import CommandError
 from ibsec.cliopts import integer, number
 from ibsm import report
@@ -82,7 +83,7 @@ def connect_legit(fabric_run: run.FabricRun, roles: Roles) -> int:
     part = part_of(fabric_run, roles.victim)
     peer, victim = fabric_run.agents[roles.peer], fabric_run.agents[roles.victim]
     qp = peer.call("connect", remote_gid=victim.gid, service="RC", pkey=part.full_pkey,
-                   mode=topofile.SECURITY_MODES.index(part.security), scope="session")
+                   mode=names.SECURITY_MODES.index(part.security), scope="session")
     victim.call("serve", qpn=qp["remote_qpn"])
     return int(qp["qpn"])
 
@@ -274,7 +275,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ssh-config", type=Path, help="ssh client configuration for the servers")
     args = parser.parse_args(argv)
     say = Narrator()
-    options = run.RunOptions(target=args.target, policy="sif", security="sth-aead", partitions=2,
+    options = run.RunOptions(target=args.target, policy=names.Policy.SIF.value,
+                             security=names.Mode.STH_AEAD.label, partitions=2,
                              quiet_period=args.quiet_period, tls=args.tls, cluster=args.cluster,
                              ssh_config=args.ssh_config)
     try:

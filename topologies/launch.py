@@ -26,6 +26,7 @@ import threading
 import time
 from types import FrameType
 
+from ibsec import names
 from ibsec.cliopts import integer, number
 from ibsm.traps import TrapOptions
 
@@ -53,9 +54,9 @@ def parse_dims(text: str) -> tuple[int, ...]:
 
 def security_modes(text: str) -> str:
     """One security mode, or a comma-separated list of them (one per partition, round robin)."""
-    bad = [m for m in text.split(",") if m not in topofile.SECURITY_MODES]
+    bad = [m for m in text.split(",") if m not in names.SECURITY_MODES]
     if bad:
-        raise argparse.ArgumentTypeError(f"{bad[0]!r}: expected {', '.join(topofile.SECURITY_MODES)} "
+        raise argparse.ArgumentTypeError(f"{bad[0]!r}: expected {', '.join(names.SECURITY_MODES)} "
                                          "or a comma-separated list of them")
     return text
 
@@ -96,9 +97,10 @@ def build_parser() -> argparse.ArgumentParser:
     ctl.add_argument("--partitions", type=integer(1, 0x7FFE), default=2,
                      help="partitions, hosts assigned round robin")
     ctl.add_argument("--security", type=security_modes, default="sth-aead",
-                     help=f"security mode of every partition ({', '.join(topofile.SECURITY_MODES)}), or a "
+                     help=f"security mode of every partition ({', '.join(names.SECURITY_MODES)}), or a "
                      "comma-separated list, one per partition")
-    ctl.add_argument("--policy", choices=run.POLICIES, default="sif", help="partition filter policy")
+    ctl.add_argument("--policy", choices=names.POLICIES, default=names.Policy.SIF.value,
+                     help="partition filter policy")
     ctl.add_argument("--quiet-period", type=number(0, 86400, above=True), default=3.0,
                      help="SIF: seconds without violations before a filter is flushed")
     ctl.add_argument("--no-sm", action="store_true", help="no SM (agents get their P_Key tables from files)")

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ibsec import addressing
+from ibsec import addressing, names
 from mininet.link import Link, TCLink
 from mininet.log import setLogLevel
 from mininet.net import Mininet
@@ -169,7 +169,7 @@ class P4RuntimeSwitch(Switch):  # type: ignore[misc]
         secure = tls_args(self.tls, self.name) if self.tls else []
         try:  # the log on stdout, which goes to logs/<switch>.log (a --log-file F would be F.txt)
             argv = self.target.switch_argv(device_id=self.device_id, ports=self.data_ports(),
-                                           grpc_port=self.grpc_port,
+                                           grpc_port=self.grpc_port, cpu_port=names.CPU_PORT,
                                            pcap_dir=self.run_dir / "pcaps", target_args=secure)
         except (OSError, subprocess.SubprocessError) as err:
             raise FabricError(f"{self.name}: cannot start target {self.target.name}: {err}") from err

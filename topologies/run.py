@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ibsec import addressing, keys
+from ibsec import addressing, keys, names
 from ibsec.agent.control import ControlClient
 from ibsm import control as sm_control
 from ibsm.events import read_events
@@ -38,7 +38,6 @@ from .fabrics import Fabric, HostInfo
 from .network import FabricError, FabricNet, Process
 
 RUNS = network.REPO / "runs"
-POLICIES = ("none", "dt", "if", "sif")
 PROCESSES_FILE = "processes.json"
 AGENT_ENTRY = "ibsec.agent.daemon:main"
 SM_ENTRY = "ibsm.cli:main"
@@ -67,8 +66,8 @@ class RunOptions:
     target: str = field(default_factory=lambda: os.environ.get("TARGET", "p4switch"))
     routing: str = "deterministic"
     partitions: int = 2
-    security: str = "sth-aead"
-    policy: str = "sif"
+    security: str = names.Mode.STH_AEAD.label
+    policy: str = names.Policy.SIF.value
     quiet_period: float = 3.0
     bandwidth_mbit: float | None = None
     delay: str | None = None
@@ -132,8 +131,8 @@ class FabricRun:
     switches takes a while); ``timings`` keeps each milestone's seconds since :meth:`start` began."""
 
     def __init__(self, options: RunOptions, say: Callable[[str], None] | None = None) -> None:
-        if options.policy not in POLICIES:
-            raise FabricError(f"policy must be one of {', '.join(POLICIES)}")
+        if options.policy not in names.POLICIES:
+            raise FabricError(f"policy must be one of {', '.join(names.POLICIES)}")
         self.options = options
         self.fabric = options.build_fabric()
         self.target = network.target(options.target)
@@ -319,7 +318,7 @@ class FabricRun:
 
     def _pkey_file(self, host: HostInfo) -> Path:
         """Without an SM: the host's P_Key table as a file (its partitions, full membership)."""
-        table = [{"pkey": f"{p.full_pkey:#06x}", "mode": topofile.SECURITY_MODES.index(p.security),
+        table = [{"pkey": f"{p.full_pkey:#06x}", "mode": names.SECURITY_MODES.index(p.security),
                   "scope": "partition"} for p in self.partitions if host.name in p.members]
         path = self.run_dir / "keys" / f"{host.name}.pkeys.json"
         topofile.write_json(path, {"partitions": table})

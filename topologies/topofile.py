@@ -15,13 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from ibsec import addressing
+from ibsec.names import CPU_PORT, SECURITY_MODES
 
 from .fabrics import Fabric, HostInfo
 
 SUBNET = 0x0001
-CPU_PORT = 255
 SM_MAC = "02:00:00:ff:ff:fe"
-SECURITY_MODES = ("none", "icrc-mac", "sth-aead", "sth-auth", "sth-hdr")
 ROUTINGS = ("deterministic", "adaptive")
 
 

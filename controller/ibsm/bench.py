@@ -34,14 +34,13 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ibsec import addressing, keys
+from ibsec import addressing, keys, names
 from ibsec.agent.adapter import Adapter, AgentConfig
 
-from . import control, entries
+from . import control
 from .lab import Fabric, ca_keys, events_of, flood_frame, inprocess_fabric, next_tid, sm_process, trap_257
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "tests" / "data" / "fattree-2x2.json"
-DROP_PUNT_METER = 3  # index of IbsecIngress.drops (DROP_PUNT_METER in p4src/include/defines.p4)
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -64,13 +63,13 @@ class ModeWatch:
 
         def on_insert(table: str, entry: Any) -> None:
             insert(table, entry)
-            if table == entries.PARTITION_MODE:
-                self.inserts.put((name, entry.match[entries.INGRESS_PORT].value, time.perf_counter()))
+            if table == names.PARTITION_MODE:
+                self.inserts.put((name, entry.match[names.INGRESS_PORT].value, time.perf_counter()))
 
         def on_delete(table: str, entry: Any) -> None:
             delete(table, entry)
-            if table == entries.PARTITION_MODE:
-                self.deletes.put((name, entry.match[entries.INGRESS_PORT].value, time.perf_counter()))
+            if table == names.PARTITION_MODE:
+                self.deletes.put((name, entry.match[names.INGRESS_PORT].value, time.perf_counter()))
 
         engine.table_insert, engine.table_delete = on_insert, on_delete
 
@@ -134,7 +133,7 @@ def trap_flood(fab: Fabric, workdir: Path, seconds: float, punt_rate: int | None
     with sm_process(fab, workdir, store, "--no-keys", *extra):
         device = fab.devices[victim.switch]
         assert device.switch is not None
-        drops_before = device.switch.counter_read(entries.DROPS, DROP_PUNT_METER)[1]
+        drops_before = device.switch.counter_read(names.DROPS, names.p4_const("DROP_PUNT_METER"))[1]
         before = control.call(sock, {"cmd": "status"})["status"]
         stop = time.monotonic() + seconds
         sent = [0]
@@ -159,7 +158,7 @@ def trap_flood(fab: Fabric, workdir: Path, seconds: float, punt_rate: int | None
         elapsed = time.monotonic() - started
         time.sleep(1.0)  # let the SM drain what reached it
         after = control.call(sock, {"cmd": "status"})["status"]
-        drops = device.switch.counter_read(entries.DROPS, DROP_PUNT_METER)[1] - drops_before
+        drops = device.switch.counter_read(names.DROPS, names.p4_const("DROP_PUNT_METER"))[1] - drops_before
     handled = sum(after["traps"].values()) - sum(before["traps"].values())
     return {"punt_meter": f"{punt_rate}/s per port" if punt_rate else "off", "seconds": round(elapsed, 2),
             "offered_per_s": round(sent[0] / elapsed), "meter_drops": drops,

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import finsy as fy
-from ibsec import keys, mad_auth
+from ibsec import keys, mad_auth, names
 from ibsec.cliopts import integer, number
 from ibsec.marking import TopologyTooLarge
 
@@ -47,7 +47,7 @@ def _parser() -> argparse.ArgumentParser:
                          formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     run.add_argument("--topology", type=Path, required=True, help="topology file (docs/topology-file.md)")
     run.add_argument("--run-dir", type=Path, help="run directory (default: the topology file's directory)")
-    run.add_argument("--policy", choices=("none", "dt", "if", "sif"), default="sif", help="filter policy")
+    run.add_argument("--policy", choices=names.POLICIES, default=names.Policy.SIF.value, help="filter policy")
     run.add_argument("--partitions", type=Path, help="OpenSM partitions.conf (replaces the topology's)")
     run.add_argument("--keys", type=Path, help="SM key database (CA_SK per host, mode 0600); default "
                      "RUN_DIR/keys/sm.keys, created with per-host provisioning files if missing")
@@ -85,7 +85,7 @@ def _parser() -> argparse.ArgumentParser:
         if name == "traceback":
             cmd.add_argument("--png", type=Path, help="draw the topology with the last traceback")
     policy = sub.add_parser("policy", help="switch a running SM's filter policy")
-    policy.add_argument("policy", choices=("none", "dt", "if", "sif"))
+    policy.add_argument("policy", choices=names.POLICIES)
     policy.add_argument("run_dir", type=Path, nargs="?")
     return parser
 

@@ -22,9 +22,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from ibsec import jsonrequest
+from ibsec import jsonrequest, names
 
-from . import entries
 from .core import SmConfigError, SubnetManager
 
 log = logging.getLogger("ibsm.control")
@@ -91,7 +90,7 @@ class ControlServer:
                 args.done()
                 return {"ok": True, "partitions": self.sm.partitions_report()}
             if cmd == "policy":
-                policy = args.choice("policy", entries.POLICIES)
+                policy = args.choice("policy", names.POLICIES)
                 args.done()
                 return {"ok": True, "result": await self.sm.set_policy(policy)}
             raise SmConfigError(f"unknown command {cmd[:64]!r}: expected one of {', '.join(COMMANDS)}")

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import finsy as fy
-from ibsec import keys, layers, mad_auth
+from ibsec import keys, layers, mad_auth, names
 
 from . import entries
 from .events import EventLog
@@ -28,7 +28,7 @@ from .fabric import FabricPlan, dst_id, plan_fabric
 from .keymgr import KeyManager, KeyOptions
 from .partitions import DEFAULT_PKEY, FULL_MEMBER, PKEY_BASE, describe, pkey_tables, valid_pkeys
 from .reconcile import read_owned, reconcile
-from .sif import INVALID_LIST, OFF, VALID_LIST, Action, PortId, Sif, SifOptions
+from .sif import INVALID_LIST, VALID_LIST, Action, ActionKind, PortId, Sif, SifOptions
 from .topology import Partition, Topology
 from .traps import MadSource, NotAMad, RawMad, TrapHandler, TrapOptions, TrapReport, parse_frame
 
@@ -43,7 +43,7 @@ class SmOptions:
 
     run_dir: Path
     events: Path | None = None  # default RUN_DIR/events.jsonl
-    policy: str = "sif"
+    policy: str = names.Policy.SIF.value
     p4info: Path = ROOT / "build" / "main.p4info.txtpb"
     p4blob: Path = ROOT / "build" / "main.json"
     punt_rate: int = 200  # packets/s per host port to the SM
@@ -64,8 +64,8 @@ class SmConfigError(ValueError):
 
 
 def check_options(options: SmOptions) -> None:
-    if options.policy not in entries.POLICIES:
-        raise SmConfigError(f"policy {options.policy!r}: expected one of {', '.join(entries.POLICIES)}")
+    if options.policy not in names.POLICIES:
+        raise SmConfigError(f"policy {options.policy!r}: expected one of {', '.join(names.POLICIES)}")
     for what, path in (("P4Info", options.p4info), ("program", options.p4blob)):
         if not path.is_file():
             raise SmConfigError(f"{what} {path} not found (run `make build`)")
@@ -234,7 +234,7 @@ class SubnetManager:
 
     async def _adopt(self, sw: fy.Switch, existing: list[entries.Entity]) -> None:
         """Under SIF, filters found on a switch and unknown to this SM (it restarted) are taken over."""
-        if self.policy != "sif":
+        if self.policy != names.Policy.SIF:
             return
         modes: dict[int, str] = {}
         invalid: dict[int, set[int]] = {}
@@ -242,11 +242,11 @@ class SubnetManager:
             if not isinstance(entity, fy.P4TableEntry):
                 continue
             table, fields, action = _exact_entry(sw.p4info, entity)
-            port = fields.get(entries.INGRESS_PORT, 0)
-            if table == entries.PARTITION_MODE:
-                modes[port] = VALID_LIST if action == entries.FILTER_VALID_LIST else INVALID_LIST
-            elif table == entries.INVALID_PKEYS:
-                invalid.setdefault(port, set()).add(fields[entries.P_KEY])
+            port = fields.get(names.INGRESS_PORT, 0)
+            if table == names.PARTITION_MODE:
+                modes[port] = VALID_LIST if action == names.FILTER_VALID_LIST else INVALID_LIST
+            elif table == names.INVALID_PKEYS:
+                invalid.setdefault(port, set()).add(fields[names.P_KEY])
         for port, mode in modes.items():
             key = (sw.name, port)
             if key in self.sif.ports:
@@ -313,7 +313,7 @@ class SubnetManager:
             self.events.emit("filter-refused", **refused, reason="the victim's own partition: its "
                              "P_Key table is stale")
             await self._reprovision(report.victim, "stale P_Key table")
-        elif self.policy == "sif":
+        elif self.policy == names.Policy.SIF:
             await self._sif_trap((t.switch, t.port), report.bad_key, received)
 
     def _holds(self, host: str, pkey: int) -> bool:
@@ -379,43 +379,34 @@ class SubnetManager:
         async with self._sif_lock:
             actions = self.sif.on_trap(port, pkey)
             await self._apply(actions)
-        first = any(a.kind == "set-mode" for a in actions)
+        first = any(a.kind is ActionKind.SET_MODE for a in actions)
         for action in actions:
-            if action.kind == "deduplicated":
+            if action.kind is ActionKind.DEDUPLICATED:
                 self.events.emit("filter-deduplicated", switch=port[0], port=port[1], pkey=f"{pkey:#06x}",
                                  mode=action.mode)
-            elif action.kind == "set-mode":
+            elif action.kind is ActionKind.SET_MODE:
                 latency = round(1000 * (time.monotonic() - received), 3)
                 self.events.emit("filter-installed", switch=port[0], port=port[1], mode=action.mode,
                                  pkey=f"{pkey:#06x}", latency_ms=latency)
-            elif action.kind == "install-invalid" and not first:
+            elif action.kind is ActionKind.INSTALL_INVALID and not first:
                 self.events.emit("filter-extended", switch=port[0], port=port[1], pkey=f"{pkey:#06x}")
 
     async def _apply(self, actions: list[Action]) -> None:
         """Write SIF's actions in order (a switch that is down gets them on its next ready-handler run)."""
         for action in actions:
             sw = self.switches.get(action.port[0])
-            if sw is None or self.state.get(action.port[0]) != "up" or action.kind == "deduplicated":
+            write = entries.sif_writes(action)
+            if sw is None or self.state.get(action.port[0]) != "up" or not write.updates:
                 continue
-            port = action.port[1]
-            if action.kind == "reset-counter":
-                await sw.write([~fy.P4CounterEntry(entries.PKEY_VIOLATIONS, index=port,
-                                                   data=fy.P4CounterData(packet_count=0, byte_count=0))])
-                continue
-            targets = entries.sif_action_entities(action.kind, port, action.pkeys, action.mode)
-            if action.kind.startswith("remove") or (action.kind == "set-mode" and action.mode == OFF):
-                await sw.write([-e for e in targets])
-            elif action.kind == "set-mode":
-                try:
-                    await sw.write([+e for e in targets])
-                except fy.P4ClientError:
-                    await sw.write([~e for e in entries.sif_action_entities(action.kind, port, (),
-                                                                            action.mode)])
-            else:
-                await sw.write([+e for e in targets])
+            try:
+                await sw.write(write.updates)
+            except fy.P4ClientError:
+                if not write.if_refused:
+                    raise
+                await sw.write(write.if_refused)
 
     async def _read_violations(self, sw: fy.Switch, port: int) -> int:
-        async for counter in sw.read(fy.P4CounterEntry(entries.PKEY_VIOLATIONS, index=port)):  # type: ignore[attr-defined]
+        async for counter in sw.read(fy.P4CounterEntry(names.PKEY_VIOLATIONS, index=port)):  # type: ignore[attr-defined]
             return int(counter.data.packet_count) if counter.data else 0
         return 0
 
@@ -443,11 +434,11 @@ class SubnetManager:
 
     async def set_policy(self, policy: str) -> dict[str, Any]:
         """Switch the filter policy at run time: every switch is reconciled to the new policy's tables."""
-        if policy not in entries.POLICIES:
-            raise SmConfigError(f"policy {policy!r}: expected one of {', '.join(entries.POLICIES)}")
+        if policy not in names.POLICIES:
+            raise SmConfigError(f"policy {policy!r}: expected one of {', '.join(names.POLICIES)}")
         async with self._sif_lock:
             old, self.policy = self.policy, policy
-            if policy != "sif":
+            if policy != names.Policy.SIF:
                 self.sif.ports.clear()
             written = {}
             for name, sw in self.switches.items():

@@ -1,49 +1,59 @@
 """The P4Runtime entities of one switch, as pure functions of the plans (finsy entity objects).
 
-Every table, action, counter and meter is named here by its P4Info name once; finsy turns
-names into ids with the P4Info the SM loaded, so the same code drives the software target and BMv2.
+Every table, action, counter and meter is named by its P4Info name (ibsec.names, checked against the
+committed P4Info); finsy turns names into ids with the P4Info the SM loaded, so the same code drives the
+software target and BMv2.
 Nothing here talks to a switch: the core writes what these functions return, and tests read it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
 import finsy as fy
+from ibsec.names import (
+    ADD_DISTANCE,
+    DDPM_DELTAS,
+    DST_ID,
+    DST_ID_BITS,
+    EGRESS_SPEC,
+    FILTER_INVALID_LIST,
+    FILTER_VALID_LIST,
+    FLIP_DISTANCE,
+    FORWARD,
+    FORWARD_TO_GROUP,
+    INGRESS_PORT,
+    INVALID_PKEYS,
+    KEEP_MARK,
+    MARK_DOWN_PORT,
+    NO_ACTION,
+    P_KEY,
+    PARTITION_MODE,
+    PKEY_VIOLATIONS,
+    PORT_ROLES,
+    PUNT_METER,
+    PUNT_TO_SM,
+    REJECT_PKEY,
+    ROUTE_GROUP,
+    ROUTE_GROUPS,
+    ROUTE_MEMBER,
+    ROUTES,
+    SEED_HOST_MARK,
+    SM_PUNT,
+    SPREAD_MODE,
+    SPREAD_PER_FLOW,
+    SPREAD_PER_PACKET,
+    VALID_PKEYS,
+    Policy,
+)
 
 from .fabric import SwitchPlan
-from .sif import INVALID_LIST, VALID_LIST, PortFilter, PortId
-
-PORT_ROLES = "IbsecIngress.port_roles.port_roles_table"
-PARTITION_MODE = "IbsecIngress.partition.partition_mode_table"
-INVALID_PKEYS = "IbsecIngress.partition.invalid_pkeys"
-VALID_PKEYS = "IbsecIngress.partition.valid_pkeys"
-SM_PUNT = "IbsecIngress.sm_punt.sm_punt_table"
-SPREAD_MODE = "IbsecIngress.routing.spread_mode_table"
-ROUTES = "IbsecIngress.routing.routes_table"
-ROUTE_GROUPS = "IbsecIngress.routing.route_groups_table"
-DDPM_DELTAS = "IbsecIngress.marking.ddpm_delta_table"
-PKEY_VIOLATIONS = "IbsecIngress.partition.pkey_violations"
-PARTITION_LOOKUPS = "IbsecIngress.partition.partition_lookups"
-DROPS = "IbsecIngress.drops"
-PUNT_METER = "IbsecIngress.sm_punt.sm_punt_meter"
-
-FILTER_VALID_LIST = "IbsecIngress.partition.filter_valid_list"
-FILTER_INVALID_LIST = "IbsecIngress.partition.filter_invalid_list"
-
-INGRESS_PORT = "standard_metadata.ingress_port"
-EGRESS_SPEC = "standard_metadata.egress_spec"
-DST_ID = "meta.dst_id"
-ROUTE_GROUP = "meta.route_group"
-ROUTE_MEMBER = "meta.route_member"
-P_KEY = "hdr.bth.p_key"
-DST_ID_BITS = 80
+from .sif import INVALID_LIST, OFF, VALID_LIST, Action, ActionKind, PortFilter, PortId
 
 OWNED_TABLES = (PORT_ROLES, PARTITION_MODE, INVALID_PKEYS, VALID_PKEYS, SM_PUNT, ROUTES, ROUTE_GROUPS,
                 DDPM_DELTAS)
 """Tables whose whole content the SM decides: anything else found in them is removed on reconcile."""
-
-POLICIES = ("none", "dt", "if", "sif")
 
 Entity = fy.P4TableEntry
 
@@ -62,13 +72,13 @@ def group_ids(plan: SwitchPlan) -> dict[tuple[int, ...], int]:
 
 
 def _forward(port: int) -> fy.P4TableAction:
-    return fy.P4TableAction("IbsecIngress.routing.forward", port=port)
+    return fy.P4TableAction(FORWARD, port=port)
 
 
 def _next_hop(ports: tuple[int, ...], groups: Mapping[tuple[int, ...], int]) -> fy.P4TableAction:
     if len(ports) == 1:
         return _forward(ports[0])
-    return fy.P4TableAction("IbsecIngress.routing.forward_to_group", group=groups[ports], members=len(ports))
+    return fy.P4TableAction(FORWARD_TO_GROUP, group=groups[ports], members=len(ports))
 
 
 def fabric_entities(plan: SwitchPlan, sm_dst_id: int) -> list[Entity]:
@@ -87,28 +97,28 @@ def fabric_entities(plan: SwitchPlan, sm_dst_id: int) -> list[Entity]:
                                    action=_next_hop(plan.default_up, groups)))
     for port, role in sorted(plan.roles.items()):
         if role.kind == "seed":
-            action = fy.P4TableAction("IbsecIngress.port_roles.seed_host_mark", mf_seed=role.value)
+            action = fy.P4TableAction(SEED_HOST_MARK, mf_seed=role.value)
         elif role.kind == "mark":
-            action = fy.P4TableAction("IbsecIngress.port_roles.mark_down_port", mark_mask=role.mask,
+            action = fy.P4TableAction(MARK_DOWN_PORT, mark_mask=role.mask,
                                       mark_value=role.value)
         else:
-            action = fy.P4TableAction("IbsecIngress.port_roles.keep_mark")
+            action = fy.P4TableAction(KEEP_MARK)
         out.append(_port_entry(PORT_ROLES, port, action))
     for port, delta in sorted(plan.deltas.items()):
         if delta.kind == "add":
-            action = fy.P4TableAction("IbsecIngress.marking.add_distance", addend=delta.entry.addend,
+            action = fy.P4TableAction(ADD_DISTANCE, addend=delta.entry.addend,
                                       field_mask=delta.entry.mask)
         else:
-            action = fy.P4TableAction("IbsecIngress.marking.flip_distance", dimension_bit=delta.entry.addend)
+            action = fy.P4TableAction(FLIP_DISTANCE, dimension_bit=delta.entry.addend)
         out.append(_port_entry(DDPM_DELTAS, port, action, EGRESS_SPEC))
     out.append(fy.P4TableEntry(SM_PUNT, match=fy.P4TableMatch({DST_ID: sm_dst_id}),
-                               action=fy.P4TableAction("IbsecIngress.sm_punt.punt_to_sm")))
+                               action=fy.P4TableAction(PUNT_TO_SM)))
     return out
 
 
 def spread_default(adaptive: bool) -> fy.P4TableEntry:
     """The default action of the spread mode table: per packet for adaptive routing, per flow otherwise."""
-    action = "IbsecIngress.routing.spread_per_packet" if adaptive else "IbsecIngress.routing.spread_per_flow"
+    action = SPREAD_PER_PACKET if adaptive else SPREAD_PER_FLOW
     return fy.P4TableEntry(SPREAD_MODE, action=fy.P4TableAction(action), is_default_action=True)
 
 
@@ -124,7 +134,7 @@ def _mode(port: int, mode: str) -> fy.P4TableEntry:
 
 
 def _pkey_entries(table: str, port: int, pkeys: Iterable[int]) -> list[fy.P4TableEntry]:
-    action = "IbsecIngress.partition.reject_pkey" if table == INVALID_PKEYS else "NoAction"
+    action = REJECT_PKEY if table == INVALID_PKEYS else NO_ACTION
     return [fy.P4TableEntry(table, match=fy.P4TableMatch({INGRESS_PORT: port, P_KEY: pkey}),
                             action=fy.P4TableAction(action)) for pkey in sorted(pkeys)]
 
@@ -133,9 +143,9 @@ def policy_entities(policy: str, switch: str, ports: Iterable[int], host_ports: 
                     valid: Mapping[PortId, frozenset[int]]) -> list[fy.P4TableEntry]:
     """The filter policy's standing entries: DT valid-list on every port, IF on host-facing ports;
     none and SIF have none (SIF's come and go with attacks, :func:`sif_entities`)."""
-    if policy == "dt":
+    if policy == Policy.DT:
         chosen = list(ports)
-    elif policy == "if":
+    elif policy == Policy.IF:
         chosen = list(host_ports)
     else:
         return []
@@ -160,13 +170,39 @@ def sif_entities(switch: str, filters: Mapping[PortId, PortFilter]) -> list[fy.P
     return out
 
 
-def sif_action_entities(kind: str, port: int, pkeys: Iterable[int], mode: str
-                        ) -> list[fy.P4TableEntry]:
-    """The entries one SIF action touches (the core inserts, modifies or deletes them)."""
-    if kind in ("install-invalid", "remove-invalid"):
-        return _pkey_entries(INVALID_PKEYS, port, pkeys)
-    if kind in ("install-valid", "remove-valid"):
-        return _pkey_entries(VALID_PKEYS, port, pkeys)
-    if kind == "set-mode":
-        return [_mode(port, mode if mode != "off" else INVALID_LIST)]
-    return []
+Update = fy.P4TableEntry | fy.P4CounterEntry
+"""An entity marked for insert (+), modify (~) or delete (-): what a switch write takes."""
+
+
+@dataclass(frozen=True)
+class SifWrite:
+    """The writes of one SIF action, and what to write instead when the switch refuses them: setting a
+    port's mode inserts its mode entry, which is already there when a filter the SM adopted after a
+    restart (or one it set before) changes mode, so the fallback modifies it."""
+
+    updates: list[Update]
+    if_refused: list[Update] = field(default_factory=list)
+
+
+def sif_writes(action: Action) -> SifWrite:
+    """What one SIF action writes on its port's switch: the P4Runtime side of :mod:`ibsm.sif`'s steps
+    (a port turned off loses its mode entry; a deduplicated trap writes nothing)."""
+    port = action.port[1]
+    match action.kind:
+        case ActionKind.INSTALL_INVALID:
+            return SifWrite([+e for e in _pkey_entries(INVALID_PKEYS, port, action.pkeys)])
+        case ActionKind.REMOVE_INVALID:
+            return SifWrite([-e for e in _pkey_entries(INVALID_PKEYS, port, action.pkeys)])
+        case ActionKind.INSTALL_VALID:
+            return SifWrite([+e for e in _pkey_entries(VALID_PKEYS, port, action.pkeys)])
+        case ActionKind.REMOVE_VALID:
+            return SifWrite([-e for e in _pkey_entries(VALID_PKEYS, port, action.pkeys)])
+        case ActionKind.SET_MODE if action.mode == OFF:
+            return SifWrite([-_mode(port, INVALID_LIST)])  # a delete matches the key only
+        case ActionKind.SET_MODE:
+            return SifWrite([+_mode(port, action.mode)], if_refused=[~_mode(port, action.mode)])
+        case ActionKind.RESET_COUNTER:
+            zero = fy.P4CounterData(packet_count=0, byte_count=0)
+            return SifWrite([~fy.P4CounterEntry(PKEY_VIOLATIONS, index=port, data=zero)])
+        case ActionKind.DEDUPLICATED:
+            return SifWrite([])

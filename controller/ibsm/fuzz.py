@@ -47,17 +47,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ibsec import addressing, keys, layers, mad_auth, rocev2
+from ibsec import addressing, keys, layers, mad_auth, names, rocev2
 from ibsec.builder import Builder
 from ibsec.cliopts import integer
 
-from . import control, entries
+from . import control
 from .lab import Fabric, ca_keys, inprocess_fabric, next_tid, sm_process
 from .topology import Host
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "tests" / "data" / "fattree-2x2.json"
 MAD_AT = rocev2.MAD_AT
-DROP_REASONS = 8  # IbsecIngress.drops (DROP_REASONS in p4src/include/defines.p4)
 BATCH = 250
 COUNT_TIMEOUT = 300.0  # seconds the SM may take to count a batch (a guard: a loaded machine is slow)
 KINDS = {"trap": 22, "security": 6, "port-up": 3, "key-ack": 8, "other-mad": 6, "wire": 18, "bits": 12,
@@ -280,8 +279,8 @@ class Tally:
         out: Counter[str] = Counter()
         for device in self.fab.devices.values():
             assert device.switch is not None
-            for reason in range(1, DROP_REASONS):
-                packets = device.switch.counter_read(entries.DROPS, reason)[1]
+            for reason in range(1, names.p4_const("DROP_REASONS")):
+                packets = device.switch.counter_read(names.DROPS, reason)[1]
                 if packets:
                     out[f"reason {reason}"] += packets
         return out

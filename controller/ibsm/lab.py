@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from ibsec import addressing, keys, layers, mad_auth
+from ibsec import addressing, keys, layers, mad_auth, names
 from ibsec.builder import Builder
 from scapy.layers.inet import UDP
 from scapy.layers.inet6 import IPv6
@@ -117,7 +117,7 @@ def inprocess_fabric(source: Path, workdir: Path) -> Iterator[Fabric]:
     servers: dict[str, tuple[grpc.Server, P4RuntimeService]] = {}
     try:
         for sw in doc["switches"]:
-            device = _device(sw["name"], sw.get("device_id", 1), sw.get("cpu_port", 255))
+            device = _device(sw["name"], sw.get("device_id", 1), sw.get("cpu_port", names.CPU_PORT))
             service = P4RuntimeService(device, device.log)
             server, port = serve(service, "127.0.0.1:0", max_workers=8)
             devices[sw["name"]] = device

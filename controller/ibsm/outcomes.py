@@ -34,13 +34,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ibsec import addressing
+from ibsec import addressing, names
 from ibsec.agent.adapter import Adapter, AgentConfig
 from ibsec.agent.qp import AdapterError, Service
 from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether
 
-from ibsm import entries
 from ibsm.control import serve_control
 from ibsm.core import SmOptions, SubnetManager
 from ibsm.events import read_events
@@ -127,13 +126,13 @@ async def sm_gid_flood(lab: Lab) -> str:
     await lab.start_sm(distribute_keys=False)
     frame = spoofed(lab, lab.fab.topo.sm_gid, "h3", 0x1234)
     lab.fab.send_from_host("h1", frame)
-    filtered = await until(lambda: bool(lab.fab.entries("s1", entries.INVALID_PKEYS)), 5)
+    filtered = await until(lambda: bool(lab.fab.entries("s1", names.INVALID_PKEYS)), 5)
     for _ in range(20):
         lab.fab.send_from_host("h1", frame)
     await asyncio.sleep(0.5)
     device = lab.fab.devices["s1"].switch
     assert device is not None
-    stopped = device.counter_read(entries.PKEY_VIOLATIONS, 1)[1]
+    stopped = device.counter_read(names.PKEY_VIOLATIONS, 1)[1]
     traced = [(e["traced_host"], e["traced_switch"], e["traced_port"]) for e in lab.events("traceback")]
     await lab.stop_sm()
     return (f"traced to {traced or 'nobody'}; filter on s1 port 1: {'yes' if filtered else 'no'}; of 20 more "

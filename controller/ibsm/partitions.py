@@ -33,9 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from ibsec import addressing, configfile
+from ibsec.names import SECURITY_MODES
 from lark import Lark, Token, Tree, UnexpectedInput, UnexpectedToken
 
-from .topology import SECURITY_MODES, Host, McGroup, Member, Partition, Topology
+from .topology import Host, McGroup, Member, Partition, Topology
 
 FULL_MEMBER = 0x8000
 PKEY_BASE = 0x7FFF
@@ -256,10 +257,10 @@ class _Reader:
     def _security(self, flag: Token, value: Token | None) -> int:
         """Our extension ``secmode=``: a mode name or number; anything else is refused."""
         text = str(value) if value is not None else ""
-        if text.isdigit() and int(text) in SECURITY_MODES.values():
+        if text.isdigit() and int(text) < len(SECURITY_MODES):
             return int(text)
         if text in SECURITY_MODES:
-            return SECURITY_MODES[text]
+            return SECURITY_MODES.index(text)
         raise self.error(flag, f"secmode={text}: expected one of {', '.join(SECURITY_MODES)} or 0-4")
 
     def _membership(self, value: Token, what: str, fallback: str, otherwise: tuple[bool, bool]
@@ -588,14 +589,13 @@ def valid_pkeys(topo: Topology, tables: dict[str, list[int]]) -> dict[tuple[str,
 def describe(topo: Topology, partitions: Sequence[Partition]) -> list[dict[str, Any]]:
     """What ``sm partitions`` reports: each partition, its members as written and as the hosts hold
     them, and its multicast groups."""
-    modes = {number: name for name, number in SECURITY_MODES.items()}
     ports = _ports(topo, partitions)
     out = []
     for part in partitions:
         hosts = {name: "full" if port.full[part.pkey] else "limited"
                  for name, port in sorted(ports.items()) if part.pkey in port.full}
         out.append({
-            "name": part.name, "pkey": f"{part.pkey:#06x}", "secmode": modes.get(part.security, "?"),
+            "name": part.name, "pkey": f"{part.pkey:#06x}", "secmode": SECURITY_MODES[part.security],
             "ipoib": part.ipoib, "sl": part.sl, "members": [_member_text(m) for m in part.members],
             "hosts": hosts, "index0": sorted(n for n, p in ports.items() if p.index0 == part.pkey),
             "groups": [{"mgid": g.mgid, "pkey": f"{g.pkey:#06x}", "qkey": f"{g.qkey:#010x}", "mtu": g.mtu,

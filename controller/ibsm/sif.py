@@ -12,6 +12,7 @@ changes nothing (deduplicated).
 
 from __future__ import annotations
 
+import enum
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,12 +33,25 @@ class SifOptions:
     max_invalid: int | None = None
 
 
+class ActionKind(enum.StrEnum):
+    """What one SIF action does to a port (its value is the name events and logs use)."""
+
+    INSTALL_INVALID = "install-invalid"
+    REMOVE_INVALID = "remove-invalid"
+    INSTALL_VALID = "install-valid"
+    REMOVE_VALID = "remove-valid"
+    SET_MODE = "set-mode"
+    RESET_COUNTER = "reset-counter"
+    DEDUPLICATED = "deduplicated"
+    """a trap that needed nothing: reported, never written"""
+
+
 @dataclass(frozen=True)
 class Action:
-    """One write for the core: ``kind`` is one of install-invalid, remove-invalid, install-valid,
-    remove-valid, set-mode, reset-counter; ``deduplicated`` reports a trap that needed nothing."""
+    """One step for the core, in order; which P4Runtime writes it takes is ibsm.entries' decision
+    (:func:`ibsm.entries.sif_writes`)."""
 
-    kind: str
+    kind: ActionKind
     port: PortId
     pkeys: tuple[int, ...] = ()
     mode: str = OFF
@@ -75,20 +89,21 @@ class Sif:
         state = self.ports.get(port)
         if state is None:
             self.ports[port] = PortFilter(INVALID_LIST, {pkey}, last_change=now, since=now)
-            return [Action("install-invalid", port, (pkey,)), Action("set-mode", port, mode=INVALID_LIST)]
+            return [Action(ActionKind.INSTALL_INVALID, port, (pkey,)),
+                    Action(ActionKind.SET_MODE, port, mode=INVALID_LIST)]
         if state.mode == VALID_LIST or pkey in state.invalid:
-            return [Action("deduplicated", port, (pkey,), state.mode)]
+            return [Action(ActionKind.DEDUPLICATED, port, (pkey,), state.mode)]
         state.last_change = now
         limit = self.options.max_invalid
         valid = self.valid_of(port)
         if len(state.invalid) + 1 > (len(valid) if limit is None else limit):
             dropped = tuple(sorted(state.invalid))
             state.mode, state.invalid, state.valid = VALID_LIST, set(), valid
-            return [Action("install-valid", port, tuple(sorted(valid))),
-                    Action("set-mode", port, mode=VALID_LIST),
-                    Action("remove-invalid", port, dropped)]
+            return [Action(ActionKind.INSTALL_VALID, port, tuple(sorted(valid))),
+                    Action(ActionKind.SET_MODE, port, mode=VALID_LIST),
+                    Action(ActionKind.REMOVE_INVALID, port, dropped)]
         state.invalid.add(pkey)
-        return [Action("install-invalid", port, (pkey,))]
+        return [Action(ActionKind.INSTALL_INVALID, port, (pkey,))]
 
     def on_counter(self, port: PortId, count: int) -> list[Action]:
         """A poll of ``port``'s violation counter; flushes the port once it has been quiet long enough."""
@@ -102,12 +117,12 @@ class Sif:
         if now - state.last_change < self.options.quiet_period:
             return []
         del self.ports[port]
-        actions = [Action("set-mode", port, mode=OFF)]
+        actions = [Action(ActionKind.SET_MODE, port, mode=OFF)]
         if state.invalid:
-            actions.append(Action("remove-invalid", port, tuple(sorted(state.invalid))))
+            actions.append(Action(ActionKind.REMOVE_INVALID, port, tuple(sorted(state.invalid))))
         if state.mode == VALID_LIST:
-            actions.append(Action("remove-valid", port, tuple(sorted(state.valid))))
-        return actions + [Action("reset-counter", port)]
+            actions.append(Action(ActionKind.REMOVE_VALID, port, tuple(sorted(state.valid))))
+        return actions + [Action(ActionKind.RESET_COUNTER, port)]
 
     def adopt(self, port: PortId, mode: str, invalid: set[int], count: int) -> None:
         """Take over a filter found on a switch (SM restart): watch it as if SIF had installed it now."""

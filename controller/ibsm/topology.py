@@ -14,15 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from ibsec import addressing, configfile
+from ibsec.names import CPU_PORT, SECURITY_MODES
 
 FORMAT = "ibsec-topology"
 VERSION = 1
 KINDS = ("fat-tree", "mesh", "torus", "hypercube")
 ROUTINGS = ("deterministic", "adaptive")
-SECURITY_MODES = {"none": 0, "icrc-mac": 1, "sth-aead": 2, "sth-auth": 3, "sth-hdr": 4}
 MAX_PORT = 510  # 9-bit ports; 511 is the drop port
 MAX_TCP_PORT = 65535
-DEFAULT_CPU_PORT = 255
 
 
 class TopologyError(ValueError):
@@ -42,7 +41,7 @@ class Switch:
     address: str
     device_id: int
     ports: tuple[int, ...]
-    cpu_port: int = DEFAULT_CPU_PORT
+    cpu_port: int = CPU_PORT
     level: int | None = None  # fat tree: 0 = leaf
     coord: tuple[int, ...] | None = None  # mesh, torus, hypercube
 
@@ -221,7 +220,7 @@ def _switch(obj: dict[str, Any], path: str) -> Switch:
     numbers = tuple(_int(p, f"{path}.ports[{i}]", 1, MAX_PORT) for i, p in enumerate(ports))
     if len(set(numbers)) != len(numbers):
         raise _fail(f"{path}.ports", "a port number appears twice")
-    cpu_port = _int(obj.get("cpu_port", DEFAULT_CPU_PORT), f"{path}.cpu_port", 1, MAX_PORT)
+    cpu_port = _int(obj.get("cpu_port", CPU_PORT), f"{path}.cpu_port", 1, MAX_PORT)
     if cpu_port in numbers:
         raise _fail(f"{path}.ports", f"port {cpu_port} is the CPU port")
     level = obj.get("level")
@@ -288,7 +287,7 @@ def _partition(obj: dict[str, Any], path: str) -> Partition:
         name=_get(obj, "name", str, path),
         pkey=_int(_get(obj, "pkey", (str, int), path), f"{path}.pkey", 1, 0x7FFF),
         members=tuple(_member(m, f"{path}.members[{i}]", defmember == "full") for i, m in enumerate(members)),
-        security=SECURITY_MODES[security],
+        security=SECURITY_MODES.index(security),
     )
 
 

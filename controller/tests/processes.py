@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ibsec import addressing, keys
+from ibsec import addressing, keys, names
 from ibsm.events import read_events
 
 from p4switch import targets
@@ -166,7 +166,7 @@ class ProcessFabric:
         answered."""
         device_id = next(sw["device_id"] for sw in self.doc["switches"] if sw["name"] == name)
         argv = targets.from_env().switch_argv(device_id=device_id, ports=self.switch_ifaces[name],
-                                              grpc_port=self.grpc_ports[name],
+                                              grpc_port=self.grpc_ports[name], cpu_port=names.CPU_PORT,
                                               log=self.workdir / "logs" / name)  # logs/<name>.txt
         with open(self.workdir / "logs" / f"{name}.out", "ab") as out:
             self.switches[name] = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)

@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ibsec import names
 from ibsec.agent.adapter import Adapter
 from ibsec.agent.qp import Service
-from ibsm import control, entries
+from ibsm import control
 from ibsm.keymgr import KeyOptions
 from ibsm.lab import Fabric, ca_keys, flood_frame
 from ibsm.sif import SifOptions
@@ -116,9 +117,9 @@ async def test_flood_claiming_the_sms_gid_is_traced_and_filtered(
     run = await _start(fabric, store, tmp_path, distribute_keys=False)
     try:
         fabric.send_from_host("h1", flood_frame(fabric.topo, claimed="SM", victim="h3", pkey=0x1234))
-        await _until(lambda: fabric.entries("s1", entries.INVALID_PKEYS))
-        (entry,) = fabric.entries("s1", entries.INVALID_PKEYS)
-        assert entry.match[entries.INGRESS_PORT].value == 1 and entry.match[entries.P_KEY].value == 0x1234
+        await _until(lambda: fabric.entries("s1", names.INVALID_PKEYS))
+        (entry,) = fabric.entries("s1", names.INVALID_PKEYS)
+        assert entry.match[names.INGRESS_PORT].value == 1 and entry.match[names.P_KEY].value == 0x1234
         await _until(lambda: _events(tmp_path, "filter-installed"))  # written once the switch has the entry
         (tb,) = _events(tmp_path, "traceback")
         assert (tb["claimed_source"], tb["claimed_host"], tb["traced_host"], tb["traced_switch"],
@@ -127,7 +128,7 @@ async def test_flood_claiming_the_sms_gid_is_traced_and_filtered(
         assert (installed["switch"], installed["port"], installed["pkey"]) == ("s1", 1, "0x1234")
         fabric.send_from_host("h1", flood_frame(fabric.topo, claimed="SM", victim="h3", pkey=0x1234))
         device = fabric.devices["s1"].switch
-        assert device is not None and device.counter_read(entries.PKEY_VIOLATIONS, 1)[1] == 1
+        assert device is not None and device.counter_read(names.PKEY_VIOLATIONS, 1)[1] == 1
     finally:
         await run.stop()
 
@@ -221,7 +222,7 @@ async def test_restarted_agent_is_provisioned_again(fabric: Fabric, tmp_path: Pa
         assert "stale" in refused[0]["reason"]
         assert [e["reason"] for e in _events(tmp_path, "host-reprovision")][1:] == ["stale P_Key table"]
         assert not _events(tmp_path, "filter-installed")
-        assert not any(fabric.entries(s, entries.INVALID_PKEYS) for s in fabric.devices)
+        assert not any(fabric.entries(s, names.INVALID_PKEYS) for s in fabric.devices)
     finally:
         await run.stop()
 
@@ -242,6 +243,6 @@ async def test_packet_outs_written_at_once_keep_the_stream_primary(fabric: Fabri
         await _until(lambda: agents["h1"].counters.stat("keys_received") >= 6 * 15, timeout=180.0)
         assert agents["h1"].counters.stat("keys_received") == 6 * 15
         fabric.send_from_host("h2", flood_frame(fabric.topo, claimed="h3", victim="h1", pkey=0x2468))
-        await _until(lambda: fabric.entries("s1", entries.INVALID_PKEYS))  # a PacketIn from s1 got through
+        await _until(lambda: fabric.entries("s1", names.INVALID_PKEYS))  # a PacketIn from s1 got through
     finally:
         await run.stop()

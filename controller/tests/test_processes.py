@@ -22,9 +22,8 @@ from typing import Any
 
 import finsy as fy
 import pytest
-from ibsec import keys
+from ibsec import keys, names
 from ibsec.agent.control import ControlClient
-from ibsm import entries
 from ibsm.lab import flood_frame, trap_257
 from ibsm.topology import load_topology
 
@@ -60,9 +59,9 @@ async def _read(address: str, table: str) -> list[fy.P4TableEntry]:
 def test_pipeline_pushed_and_entries_readable(fabric: ProcessFabric) -> None:
     ready = fabric.events("switch-ready")
     assert sorted(e["switch"] for e in ready) == ["s1", "s2", "s3", "s4"]
-    routes = asyncio.run(_read(fabric.doc["switches"][0]["address"], entries.ROUTES))
+    routes = asyncio.run(_read(fabric.doc["switches"][0]["address"], names.ROUTES))
     assert len(routes) == 3  # h1, h2, and the ECMP default route up
-    roles = asyncio.run(_read(fabric.doc["switches"][2]["address"], entries.PORT_ROLES))
+    roles = asyncio.run(_read(fabric.doc["switches"][2]["address"], names.PORT_ROLES))
     assert len(roles) == 2
 
 
@@ -91,7 +90,7 @@ def test_spoofed_flood_filtered_at_true_port_and_flushed(fabric: ProcessFabric) 
     fabric.send("h1", [flood] * 20)  # dropped at s1 port 1 and counted
     (flushed,) = fabric.wait_event("filter-flushed", since=start)
     assert flushed["count"] == 20 and flushed["active_s"] >= 2.0
-    assert not asyncio.run(_read(fabric.doc["switches"][0]["address"], entries.INVALID_PKEYS))
+    assert not asyncio.run(_read(fabric.doc["switches"][0]["address"], names.INVALID_PKEYS))
 
 
 def test_forged_trap_installs_nothing(fabric: ProcessFabric) -> None:
@@ -114,7 +113,7 @@ def test_killed_switch_is_reprogrammed(fabric: ProcessFabric) -> None:
     answering = fabric.start_switch("s1")
     (back,) = fabric.wait_event("switch-back", since=start)
     assert back["switch"] == "s1" and back["inserted"] == 10 and back["wall"] >= answering
-    assert len(asyncio.run(_read(fabric.doc["switches"][0]["address"], entries.ROUTES))) == 3
+    assert len(asyncio.run(_read(fabric.doc["switches"][0]["address"], names.ROUTES))) == 3
 
 
 def test_killed_sm_reconciles_without_duplicates(fabric: ProcessFabric) -> None:
@@ -226,10 +225,10 @@ def test_status_and_policy_commands(fabric: ProcessFabric) -> None:
     compute = parts["compute"]
     assert (compute["hosts"], compute["secmode"]) == ({"h1": "full", "h3": "full"}, "sth-aead")
     assert "policy sif -> if" in _sm("policy", "if", str(fabric.workdir))
-    modes = asyncio.run(_read(fabric.doc["switches"][0]["address"], entries.PARTITION_MODE))
+    modes = asyncio.run(_read(fabric.doc["switches"][0]["address"], names.PARTITION_MODE))
     assert len(modes) == 2  # s1's two host ports now check their valid P_Keys
     assert "policy if -> sif" in _sm("policy", "sif", str(fabric.workdir))
-    assert not asyncio.run(_read(fabric.doc["switches"][0]["address"], entries.PARTITION_MODE))
+    assert not asyncio.run(_read(fabric.doc["switches"][0]["address"], names.PARTITION_MODE))
 
 
 def _sm(*args: str) -> str:

@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ibsec import addressing, keys
+from ibsec import addressing, keys, names
 from ibsec.agent.adapter import Adapter, AdapterError, AgentConfig
 from ibsec.agent.counters import Drop
 from ibsec.agent.qp import Service
-from ibsm import cli, control, entries
+from ibsm import cli, control
 from ibsm.core import SmOptions, SubnetManager
 from ibsm.events import read_events
 from ibsm.lab import Fabric, ca_keys, flood_frame, inprocess_fabric, trap_257
@@ -97,17 +97,17 @@ def _events(tmp: Path, kind: str) -> list[dict[str, Any]]:
 
 async def test_pipeline_pushed_and_entries_readable(running: Any, fabric: Fabric) -> None:
     run, _ = running
-    s1 = fabric.entries("s1", entries.ROUTES)
+    s1 = fabric.entries("s1", names.ROUTES)
     assert len(s1) == 3  # h1, h2 and the ECMP default up
-    assert len(fabric.entries("s3", entries.PORT_ROLES)) == 2
-    assert len(fabric.entries("s1", entries.SM_PUNT)) == 1
+    assert len(fabric.entries("s3", names.PORT_ROLES)) == 2
+    assert len(fabric.entries("s1", names.SM_PUNT)) == 1
     status = await run.sm.status()
     assert status["switches"] == {"s1": "up", "s2": "up", "s3": "up", "s4": "up"}
     s2 = fabric.devices["s2"].switch
     assert s2 is not None
-    meter = s2.meter_get(entries.PUNT_METER, 1)  # a host port: what one host may send to the SM
+    meter = s2.meter_get(names.PUNT_METER, 1)  # a host port: what one host may send to the SM
     assert meter is not None and (meter.cir, meter.cburst) == (FAST.punt_rate, FAST.punt_burst)
-    assert s2.meter_get(entries.PUNT_METER, 3) is None  # up-ports carry no host's traps
+    assert s2.meter_get(names.PUNT_METER, 3) is None  # up-ports carry no host's traps
 
 
 async def test_keys_delivered_to_members_only(running: Any, tmp_path: Path) -> None:
@@ -131,9 +131,9 @@ async def test_spoofed_flood_traced_filtered_and_flushed(running: Any, fabric: F
     await _until(lambda: run.sm.keys.outstanding() == 0)
     flood = flood_frame(fabric.topo, claimed="h4", victim="h3", pkey=0x1234)
     fabric.send_from_host("h1", flood)  # h1 attacks h3, pretending to be h4
-    await _until(lambda: fabric.entries("s1", entries.INVALID_PKEYS))
-    (entry,) = fabric.entries("s1", entries.INVALID_PKEYS)
-    assert entry.match[entries.INGRESS_PORT].value == 1  # h1's port on s1, not h4's
+    await _until(lambda: fabric.entries("s1", names.INVALID_PKEYS))
+    (entry,) = fabric.entries("s1", names.INVALID_PKEYS)
+    assert entry.match[names.INGRESS_PORT].value == 1  # h1's port on s1, not h4's
     (tb,) = _events(tmp_path, "traceback")
     assert (tb["victim"], tb["claimed_host"], tb["traced_host"], tb["traced_switch"], tb["traced_port"]) == \
         ("h3", "h4", "h1", "s1", 1)
@@ -142,10 +142,10 @@ async def test_spoofed_flood_traced_filtered_and_flushed(running: Any, fabric: F
         fabric.send_from_host("h1", flood)
     device = fabric.devices["s1"]
     assert device.switch is not None
-    assert device.switch.counter_read(entries.PKEY_VIOLATIONS, 1)[1] == 5
+    assert device.switch.counter_read(names.PKEY_VIOLATIONS, 1)[1] == 5
     await _until(lambda: _events(tmp_path, "filter-flushed"))
-    assert not fabric.entries("s1", entries.PARTITION_MODE)
-    assert device.switch.counter_read(entries.PKEY_VIOLATIONS, 1)[1] == 0
+    assert not fabric.entries("s1", names.PARTITION_MODE)
+    assert device.switch.counter_read(names.PKEY_VIOLATIONS, 1)[1] == 0
     (flushed,) = _events(tmp_path, "filter-flushed")
     assert flushed["count"] == 5 and flushed["port"] == 1
 
@@ -159,7 +159,7 @@ async def test_forged_trap_installs_nothing(running: Any, fabric: Fabric, tmp_pa
     fabric.send_from_host(victim.name, frame)
     await _until(lambda: run.sm.traps.counters["forged"] == 1)
     await asyncio.sleep(0.2)
-    assert not any(fabric.entries(s, entries.INVALID_PKEYS) for s in ("s1", "s2"))
+    assert not any(fabric.entries(s, names.INVALID_PKEYS) for s in ("s1", "s2"))
     (trap,) = [e for e in _events(tmp_path, "trap") if e["status"] == "forged"]
     assert "does not verify" in trap["reason"]
 
@@ -167,14 +167,14 @@ async def test_forged_trap_installs_nothing(running: Any, fabric: Fabric, tmp_pa
 async def test_policy_switch_at_run_time(running: Any, fabric: Fabric, tmp_path: Path) -> None:
     run, _ = running
     await run.sm.set_policy("if")
-    modes = fabric.entries("s1", entries.PARTITION_MODE)
-    assert sorted(e.match[entries.INGRESS_PORT].value for e in modes) == [1, 2]  # host ports only
-    assert not fabric.entries("s3", entries.PARTITION_MODE)
+    modes = fabric.entries("s1", names.PARTITION_MODE)
+    assert sorted(e.match[names.INGRESS_PORT].value for e in modes) == [1, 2]  # host ports only
+    assert not fabric.entries("s3", names.PARTITION_MODE)
     await run.sm.set_policy("dt")
-    assert len(fabric.entries("s3", entries.PARTITION_MODE)) == 2
-    assert len(fabric.entries("s3", entries.VALID_PKEYS)) == 2 * 3  # fabric port: every key in use
+    assert len(fabric.entries("s3", names.PARTITION_MODE)) == 2
+    assert len(fabric.entries("s3", names.VALID_PKEYS)) == 2 * 3  # fabric port: every key in use
     await run.sm.set_policy("sif")
-    assert not fabric.entries("s1", entries.PARTITION_MODE) and not fabric.entries("s1", entries.VALID_PKEYS)
+    assert not fabric.entries("s1", names.PARTITION_MODE) and not fabric.entries("s1", names.VALID_PKEYS)
     assert [e["new"] for e in _events(tmp_path, "policy-changed")] == ["if", "dt", "sif"]
 
 
@@ -185,7 +185,7 @@ async def test_sm_restart_reconciles_without_duplicates(running: Any, fabric: Fa
     # the whole filter (its invalid P_Key, then the port's mode) is written before the event; stopping
     # the SM between the two writes (a loaded machine widens the gap) would leave half a filter to adopt
     await _until(lambda: _events(tmp_path, "filter-installed"))
-    before = {s: len(fabric.entries(s, entries.ROUTES)) for s in fabric.devices}
+    before = {s: len(fabric.entries(s, names.ROUTES)) for s in fabric.devices}
     await run.stop()
     store = run.sm.traps.source.keystore
     again = await _start(fabric, store, tmp_path, sif=SifOptions(quiet_period=30.0, poll_interval=0.1),
@@ -193,11 +193,11 @@ async def test_sm_restart_reconciles_without_duplicates(running: Any, fabric: Fa
     try:
         ready = _events(tmp_path, "switch-ready")[-4:]
         assert all(e["inserted"] == 0 and e["deleted"] == 0 and e["modified"] == 0 for e in ready), ready
-        assert {s: len(fabric.entries(s, entries.ROUTES)) for s in fabric.devices} == before
+        assert {s: len(fabric.entries(s, names.ROUTES)) for s in fabric.devices} == before
         (adopted,) = _events(tmp_path, "filter-adopted")
         assert (adopted["switch"], adopted["port"], adopted["pkeys"]) == ("s1", 1, ["0x4321"])
         assert again.sm.sif.watched() == [("s1", 1)]
-        assert len(fabric.entries("s1", entries.INVALID_PKEYS)) == 1
+        assert len(fabric.entries("s1", names.INVALID_PKEYS)) == 1
     finally:
         await again.stop()
 
@@ -214,7 +214,7 @@ async def test_management_pkey_is_never_filtered(running: Any, fabric: Fabric, t
     await _until(lambda: _events(tmp_path, "filter-refused"))
     (refused,) = _events(tmp_path, "filter-refused")
     assert (refused["switch"], refused["port"], refused["reason"]) == ("s1", 2, "management P_Key")
-    assert not fabric.entries("s1", entries.INVALID_PKEYS)
+    assert not fabric.entries("s1", names.INVALID_PKEYS)
 
 
 @pytest.mark.parametrize("routing", ["deterministic", "adaptive"])
@@ -230,7 +230,7 @@ async def test_mesh_flood_traced_by_ddpm(tmp_path: Path, routing: str) -> None:
         _agents(fab, store, tmp_path)
         run = await _start(fab, store, tmp_path, distribute_keys=False)
         try:
-            members = fab.entries("s1", entries.ROUTE_GROUPS)
+            members = fab.entries("s1", names.ROUTE_GROUPS)
             assert len(members) == (2 if routing == "adaptive" else 0)  # (0,0) -> (1,1): 2 minimal next hops
             fab.send_from_host("h1", flood_frame(fab.topo, claimed="h2", victim="h4", pkey=0x1234))
             await _until(lambda: _events(tmp_path, "filter-installed"))
@@ -253,16 +253,16 @@ async def test_many_bad_keys_switch_the_port_to_valid_list(running: Any, fabric:
         await _until(lambda n=n: len(_events(tmp_path, "traceback")) > n)
     # the switch-over is three writes (valid list, mode, then the invalid list removed): wait for the last
     await _until(lambda: any(e.action.name.endswith("filter_valid_list")
-                             for e in fabric.entries("s1", entries.PARTITION_MODE))
-                 and not fabric.entries("s1", entries.INVALID_PKEYS))
-    assert sorted(e.match[entries.P_KEY].value for e in fabric.entries("s1", entries.VALID_PKEYS)) == \
+                             for e in fabric.entries("s1", names.PARTITION_MODE))
+                 and not fabric.entries("s1", names.INVALID_PKEYS))
+    assert sorted(e.match[names.P_KEY].value for e in fabric.entries("s1", names.VALID_PKEYS)) == \
         [0x7FFF, 0xFFFF]
     fabric.send_from_host("h2", flood_frame(fabric.topo, claimed="h1", victim="h4", pkey=0x0099))
     device = fabric.devices["s1"].switch
     assert device is not None
-    assert device.counter_read(entries.PKEY_VIOLATIONS, 2)[1] == 1  # not in the valid list: dropped
+    assert device.counter_read(names.PKEY_VIOLATIONS, 2)[1] == 1  # not in the valid list: dropped
     await _until(lambda: _events(tmp_path, "filter-flushed"))
-    assert not fabric.entries("s1", entries.PARTITION_MODE) and not fabric.entries("s1", entries.VALID_PKEYS)
+    assert not fabric.entries("s1", names.PARTITION_MODE) and not fabric.entries("s1", names.VALID_PKEYS)
 
 
 async def test_trap_flood_is_absorbed(fabric: Fabric, tmp_path: Path) -> None:
@@ -290,7 +290,7 @@ async def test_trap_flood_is_absorbed(fabric: Fabric, tmp_path: Path) -> None:
             await run.sm.status()
             await asyncio.sleep(0.05)
         await _until(lambda: any(e["pkey"] == "0x5555" for e in _events(tmp_path, "filter-installed")))
-        assert device.switch.counter_read(entries.DROPS, 3)[1] > 500  # DROP_PUNT_METER
+        assert device.switch.counter_read(names.DROPS, names.p4_const("DROP_PUNT_METER"))[1] > 500
         counters = run.sm.traps.counters
         assert counters["accepted"] <= 3 and counters["forged"] > 0  # acted on once, the rest counted
     finally:
@@ -314,8 +314,8 @@ async def test_opensm_partitions_file_drives_the_fabric(fabric: Fabric, tmp_path
         assert {h: sorted(a.partitions) for h, a in agents.items()} == {
             "h1": [0x8010, 0x8A01, 0xFFFF], "h2": [0x0010, 0x8A02, 0xFFFF],
             "h3": [0x0010, 0x8A01, 0xFFFF], "h4": [0x0010, 0x8A02, 0xFFFF]}
-        assert sorted(e.match[entries.P_KEY].value for e in fabric.entries("s1", entries.VALID_PKEYS)
-                      if e.match[entries.INGRESS_PORT].value == 2) == [0x0010, 0x7FFF, 0x8A02, 0xFFFF]
+        assert sorted(e.match[names.P_KEY].value for e in fabric.entries("s1", names.VALID_PKEYS)
+                      if e.match[names.INGRESS_PORT].value == 2) == [0x0010, 0x7FFF, 0x8A02, 0xFFFF]
 
         async def talk(a: str, b: str, pkey: int, timeout: float = 60.0) -> bytes | None:
             qp = await asyncio.to_thread(agents[a].cm.connect, agents[b].gid, Service.RC, pkey, None, None,
@@ -332,11 +332,11 @@ async def test_opensm_partitions_file_drives_the_fabric(fabric: Fabric, tmp_path
 
         s1 = fabric.devices["s1"].switch
         assert s1 is not None
-        dropped, refused = s1.counter_read(entries.PKEY_VIOLATIONS, 2)[1], agents["h3"].counters.dropped(
+        dropped, refused = s1.counter_read(names.PKEY_VIOLATIONS, 2)[1], agents["h3"].counters.dropped(
             Drop.BAD_PKEY)
         for pkey in (0x8A01, 0x0A01, 0x8010):  # storage_a (not a member), compute claimed as a full member
             fabric.send_from_host("h2", flood_frame(fabric.topo, claimed="h2", victim="h3", pkey=pkey))
-        assert s1.counter_read(entries.PKEY_VIOLATIONS, 2)[1] == dropped + 3  # all dropped at h2's port
+        assert s1.counter_read(names.PKEY_VIOLATIONS, 2)[1] == dropped + 3  # all dropped at h2's port
         assert agents["h3"].counters.dropped(Drop.BAD_PKEY) == refused
 
         assert await asyncio.to_thread(cli.main, ["partitions", str(tmp_path)]) == 0

@@ -1,6 +1,6 @@
 // ibsec-fabric data plane: constants and type definitions.
 //
-// The PTF tests and the SM read the `const` lines of this file by name (ptf-tests/lib/p4constants.py),
+// The PTF tests and the SM read the `const` lines of this file by name (scapy-tools/ibsec/names.py),
 // so every number the control plane must agree on is written exactly once, here.
 
 #ifndef IBSEC_DEFINES_P4

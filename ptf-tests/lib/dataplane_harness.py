@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from ibsec.names import p4_const
+
 from p4switch import targets
 from p4switch.targets import Target
 
@@ -82,6 +84,7 @@ def running_switch(target: Target, ports: list[int], workdir: Path) -> Iterator[
     with veth_pairs(ports) as (switch_side, tester_side):
         grpc_port = targets.free_port()
         argv = target.switch_argv(device_id=DEVICE_ID, ports=switch_side, grpc_port=grpc_port,
+                                  cpu_port=p4_const("CPU_PORT"),
                                   log=log.with_suffix(""))  # BMv2 adds .txt to the name
         with targets.running(argv, grpc_port, workdir / "switch.out"):
             yield Switch(f"127.0.0.1:{grpc_port}", tester_side, p4info, program, log)

@@ -16,7 +16,7 @@ from ibsec import icrc, rocev2
 from ibsec.addressing import MF_BITS, MF_MAX, MF_MSB, gid_to_int, make_gid, mf_get, mf_set
 from ibsec.layers import AETH, BTH, DETH, MAD, RETH, STH, ImmDt, Method, MgmtClass
 from ibsec.marking import FatTreeLayout, Kind, PortEntry
-from p4constants import const
+from ibsec.names import p4_const as const
 from ptf import ptfutils, testutils
 from ptf.mask import Mask
 from scapy.layers.inet import UDP

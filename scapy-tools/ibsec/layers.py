@@ -51,8 +51,8 @@ from scapy.packet import Packet, Raw, bind_bottom_up, bind_layers, bind_top_down
 
 from ibsec import icrc, opcodes, rocev2
 from ibsec.keys import WRAPPED_KEY_LEN, KeyType
+from ibsec.names import Mode as SecMode
 from ibsec.opcodes import Ext, Service
-from ibsec.transport import Mode as SecMode
 
 # --------------------------------------------------------------------------------------------------
 # Constants
@@ -168,7 +168,7 @@ NONCE_BASE_LEN = 12
 MAD_AUTH_NONCE_LEN = 12
 MAD_AUTH_TAG_LEN = 16
 
-_SEC_MODES = {m.value: m.name.lower().replace("_", "-") for m in SecMode}
+_SEC_MODES = {m.value: m.label for m in SecMode}
 _METHODS = {m.value: m.name for m in Method}
 _CLASSES = {c.value: c.name for c in MgmtClass}
 _NOTICE_TYPES = {t.value: t.name for t in NoticeType}

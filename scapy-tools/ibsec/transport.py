@@ -36,7 +36,6 @@ response pass a 64-packet sliding window. Nothing in the receive state changes u
 
 from __future__ import annotations
 
-import enum
 import hashlib
 import hmac
 import threading
@@ -49,6 +48,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from scapy.utils import checksum
 
 from ibsec import icrc, opcodes, rocev2
+from ibsec.names import Mode
 from ibsec.rocev2 import ICRC_LEN, IPV6_LEN, STH_LEN, Malformed, RoceFrame, WireError
 
 SHORT_TAG_LEN = 4
@@ -65,21 +65,6 @@ _RESPONSE_OPERATIONS = frozenset({"RDMA_READ_RESPONSE_FIRST", "RDMA_READ_RESPONS
 _IN_ORDER_SERVICES = frozenset({opcodes.Service.RC, opcodes.Service.RD})
 _ACKNOWLEDGE = "ACKNOWLEDGE"
 _NAK_SYNDROME = 0xE0  # AETH syndrome bits 7-5: 000 ACK, 001 RNR NAK, 011 NAK
-
-
-class Mode(enum.IntEnum):
-    """Security modes (BTH byte 8, Resv7's top three bits)."""
-
-    NONE = 0
-    ICRC_MAC = 1
-    STH_AEAD = 2
-    STH_AUTH = 3
-    STH_HDR = 4
-
-    @property
-    def has_sth(self) -> bool:
-        """Modes 2-4 put a 16-byte secure transport header after H."""
-        return self >= Mode.STH_AEAD
 
 
 _MODES = tuple(Mode)

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from ibsec import addressing, rocev2
+from ibsec import addressing, names, rocev2
 from scapy.utils import RawPcapReader
 
 from topologies import run, topofile
@@ -118,7 +118,7 @@ def rc_pair(fabric_run: run.FabricRun, a: str, b: str, part: topofile.PartitionS
     """An RC connection a -> b in ``part`` (its security mode); b echoes (perf) or keeps what it receives
     (``echo=False``, for recv). (a's QPN, b's QPN)."""
     qp = fabric_run.agents[a].call("connect", remote_gid=fabric_run.gid(b), service="RC", pkey=part.full_pkey,
-                                   mode=topofile.SECURITY_MODES.index(part.security), scope=scope)
+                                   mode=names.SECURITY_MODES.index(part.security), scope=scope)
     if echo:
         fabric_run.agents[b].call("serve", qpn=qp["remote_qpn"])
     return int(qp["qpn"]), int(qp["remote_qpn"])

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from ibsec import names
 from ibsec import wireshark as ws
 from ibsm.fabric import plan_fabric, trace
 from ibsm.topology import load_topology
@@ -266,7 +267,7 @@ def test_wireshark_reads_our_headers_in_the_runs_captures(fat_tree: run.FabricRu
     for ack in acks.values():
         assert set(ack["ibsec.keydist.wrapped_key"][0]) == {"0"} and ack["ibsec.mad_auth.tag"]
     tables = [f for f in rx if f["ibsec.vendor.attribute"] == ["0x0011"]]
-    modes = {f"{p.full_pkey:#06x}": str(topofile.SECURITY_MODES.index(p.security))
+    modes = {f"{p.full_pkey:#06x}": str(names.SECURITY_MODES.index(p.security))
              for p in fat_tree.partitions if "h0" in p.members}
     for table in tables:
         entries = dict(zip(table["ibsec.pkeytable.pkey"], table["ibsec.pkeytable.secmode"], strict=True))

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from functools import partial
 
 import pytest
+from ibsec import names
 
 from topologies import network, run, topofile
 
@@ -18,7 +19,7 @@ from . import scenario
 from .conftest import launched, needs_root
 
 pytestmark = needs_root
-MODES = topofile.SECURITY_MODES  # partition p<n+1> has mode n
+MODES = names.SECURITY_MODES  # partition p<n+1> has mode n
 ATTACKER = "h15"
 AGENTS = tuple(f"h{i}" for i in range(10))
 PAYLOAD_OFFSET = 14 + 40 + 8 + 12 + 16 + 2  # Ethernet, IPv6, UDP, BTH, STH (mode 2), into the ciphertext

@@ -46,12 +46,13 @@ def option(argv: list[str], name: str) -> str:
 def test_a_build_with_thrift_gets_a_free_thrift_port_and_the_bmv2_command_line(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     target = fake_switch(tmp_path, monkeypatch, BMV2_HELP)
-    argv = target.switch_argv(device_id=3, ports={2: "vb", 1: "va"}, grpc_port=50001, log=tmp_path / "s.log")
+    argv = target.switch_argv(device_id=3, ports={2: "vb", 1: "va"}, grpc_port=50001, cpu_port=255,
+                              log=tmp_path / "s.log")
     general, target_options = split(argv)
     thrift = int(option(general, "--thrift-port"))
     assert general == ["--device-id", "3", "-i", "1@va", "-i", "2@vb", "--log-file", str(tmp_path / "s.log"),
                        "--log-level", "info", "--thrift-port", str(thrift), "--no-p4"]
-    assert target_options == ["--grpc-server-addr", "127.0.0.1:50001", "--cpu-port", str(targets.CPU_PORT)]
+    assert target_options == ["--grpc-server-addr", "127.0.0.1:50001", "--cpu-port", "255"]
     with socket.socket() as sock:
         sock.bind(("0.0.0.0", thrift))  # nothing listens there: the switch can have it
 
@@ -60,12 +61,13 @@ def test_a_build_without_thrift_gets_no_thrift_option(tmp_path: Path, monkeypatc
                                                       ) -> None:
     help_text = "\n".join(line for line in BMV2_HELP.splitlines() if "thrift" not in line)
     target = fake_switch(tmp_path, monkeypatch, help_text)
-    argv = target.switch_argv(device_id=1, ports={}, grpc_port=50001, pcap_dir=tmp_path, log_level="warn",
+    argv = target.switch_argv(device_id=1, ports={}, grpc_port=50001, cpu_port=None, pcap_dir=tmp_path,
+                              log_level="warn",
                               program=tmp_path / "main.json", target_args=["--grpc-server-ssl"])
     general, target_options = split(argv)
     assert general == ["--device-id", "1", "--log-console", "--log-level", "warn", "--pcap", str(tmp_path),
                        str(tmp_path / "main.json")]  # no log file: the log on stdout
-    assert target_options[-1] == "--grpc-server-ssl"
+    assert target_options == ["--grpc-server-addr", "127.0.0.1:50001", "--grpc-server-ssl"]  # no CPU port
 
 
 def test_no_port_is_handed_out_twice() -> None:
@@ -83,7 +85,8 @@ def two_switches(target: Target, workdir: Path) -> Iterator[list[list[str]]]:
     with ExitStack() as stack:
         for n in (1, 2):
             grpc_port = targets.free_port()
-            argv = target.switch_argv(device_id=n, ports={}, grpc_port=grpc_port, log=workdir / f"s{n}.log")
+            argv = target.switch_argv(device_id=n, ports={}, grpc_port=grpc_port, cpu_port=None,
+                                      log=workdir / f"s{n}.log")
             stack.enter_context(targets.running(argv, grpc_port, workdir / f"s{n}.out"))
             argvs.append(argv)
         yield argvs

@@ -20,9 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ibsec.names import Mode
+
 from .lab import SECURE_PKEY, Agent, Fabric, provision, rc_pair, start_agents
 
-MODES = (0, 1, 2, 3, 4)
+MODES = tuple(int(m) for m in Mode)
 SIZES = (64, 256, 1024, 4096)
 
 
