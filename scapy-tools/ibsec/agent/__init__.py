@@ -12,6 +12,6 @@ One process per host, in the host's network namespace, speaking raw Ethernet fra
 - :mod:`.counters`  drops by reason and statistics
 - :mod:`.control`   the JSON-lines control socket; :mod:`.commands` its commands; :mod:`.ctl` the CLI
 - :mod:`.perf`      perftest-like runs (send latency, write bandwidth)
-- :mod:`.daemon`    the process (``ibsec-agent``); :mod:`.rawport` its raw socket
+- :mod:`.daemon`    the process (``ibsec-agent``) on its port (:mod:`ibsec.rawport`)
 - :mod:`.lab`       namespaces, veths, provisioning and agents for tests and :mod:`.bench`
 """

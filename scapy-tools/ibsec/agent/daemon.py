@@ -18,18 +18,19 @@ from types import FrameType
 
 from ibsec import addressing, keys
 from ibsec.cliopts import integer, number
+from ibsec.rawport import RawPort
 from ibsec.skc import DEFAULT_PREFETCH_ENTRIES
 
 from .adapter import Adapter, AgentConfig, load_partitions
 from .admission import Limits
 from .commands import Commands
 from .control import ControlServer
-from .rawport import RawPort
 
 log = logging.getLogger("ibsec.agent")
 
 IB_MTUS = (256, 512, 1024, 2048, 4096)
 DAY = 86400.0
+RECEIVE_BUFFER = 4 << 20  # bytes the kernel queues for the agent: a burst waits there, not dropped
 U32 = (1 << 32) - 1
 MAX_OVERHEAD = 14 + 40 + 8 + 12 + 16 + 16 + 4  # Ethernet, IPv6, UDP, BTH, RETH, STH, ICRC
 
@@ -179,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     try:
-        port = RawPort(args.iface)
+        port = RawPort(args.iface, receive_buffer=RECEIVE_BUFFER)
         adapter = Adapter(config_from(args, port.mac), port.send)
     except (OSError, ValueError, KeyError, keys.IbsecKeyError) as exc:  # bad interface, file or key file
         log.error("cannot start: %s", exc)

@@ -10,19 +10,17 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import json
-import socket
 import sys
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from ibsec import addressing
+from ibsec.rawport import RawPort
 from ibsec.rocev2 import View, parse
 
 MAX_COUNT = 10_000_000
 MAX_DURATION = 3600.0
-ETH_P_ALL = 0x0003
-PACKET_OUTGOING = 4
 
 
 def parser(description: str) -> argparse.ArgumentParser:
@@ -61,32 +59,20 @@ def gid_text(gid: str) -> str:
     return str(ipaddress.IPv6Address(gid))
 
 
-class RawSocket:
-    """An AF_PACKET socket on the attacker's interface: inject frames, sniff what passes."""
-
-    def __init__(self, iface: str) -> None:
-        self._sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-        self._sock.bind((iface, 0))
-        self.mac: bytes = self._sock.getsockname()[4]
+class RawSocket(RawPort):
+    """The raw port of the attacker's interface: inject frames, sniff what passes."""
 
     @property
     def gid(self) -> str:
         """The attacker's own (real) GID under our conventions."""
         return addressing.make_gid(1, addressing.mac_to_guid(self.mac.hex(":")))
 
-    def send(self, frame: bytes) -> None:
-        self._sock.send(frame)
-
     def sniff(self, duration: float, keep_outgoing: bool = True) -> Iterator[tuple[bytes, View]]:
         """RoCEv2 frames seen within ``duration`` seconds, with their header views."""
         deadline = time.monotonic() + duration
         while (left := deadline - time.monotonic()) > 0:
-            self._sock.settimeout(min(left, 0.2))
-            try:
-                frame, addr = self._sock.recvfrom(65536)
-            except TimeoutError:
-                continue
-            if addr[2] == PACKET_OUTGOING and not keep_outgoing:
+            frame = self.recv(min(left, self.poll_interval), outgoing=keep_outgoing)
+            if frame is None:
                 continue
             try:
                 view = parse(frame)
@@ -94,9 +80,6 @@ class RawSocket:
                 continue
             if view is not None:
                 yield frame, view
-
-    def close(self) -> None:
-        self._sock.close()
 
 
 def blast(sock: RawSocket, make: Callable[[int], bytes], args: argparse.Namespace) -> dict[str, Any]:
