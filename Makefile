@@ -17,7 +17,7 @@ setup: ## install system packages (apt-get) and the Python venv (idempotent)
 
 lint: setup ## ruff and mypy over the project's Python
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy p4switch scapy-tools/ibsec controller/ibsm ptf-tests topologies evaluation
+	$(VENV)/bin/mypy p4switch scapy-tools/ibsec controller/ibsm ptf-tests topologies evaluation tests
 
 test: setup lint build ## run the whole test suite (what CI runs)
 	$(PY) -m pytest $(PYTEST_ARGS)
