@@ -97,7 +97,7 @@ def fabric_pids() -> list[int]:
 def keys_done(fabric_run: run.FabricRun, timeout: float) -> dict[str, Any]:
     """Wait until the SM has no key delivery outstanding; the deliveries' account from its events."""
     deadline = time.monotonic() + timeout
-    while fabric_run.sm_call("status")["status"]["keys_outstanding"] and time.monotonic() < deadline:
+    while fabric_run.sm_call("status")["keys_outstanding"] and time.monotonic() < deadline:
         time.sleep(0.5)
     events = fabric_run.events()
     ready = next(e for e in events if e.get("event") == "fabric-ready")
@@ -107,7 +107,7 @@ def keys_done(fabric_run: run.FabricRun, timeout: float) -> dict[str, Any]:
     return {"keys_delivered": len(delivered), "keys_failed": len(failed),
             "keys_sent": sum(1 for e in events if e.get("event") == "key-sent"),
             "keys_s": round(last - float(ready["mono"]), 2),
-            "keys_complete": not fabric_run.sm_call("status")["status"]["keys_outstanding"]}
+            "keys_complete": not fabric_run.sm_call("status")["keys_outstanding"]}
 
 
 def idle_cpu(window: float) -> float:

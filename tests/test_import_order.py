@@ -53,7 +53,6 @@ KNOWN_UPWARD = {
     ("ibsec.attacks.req_flood", "ibsec.agent.cmwire"): "the CM wire format lives in the agent",
     # issue 15: test fabrics and benchmarks still live in the product packages
     ("ibsec.attacks.outcomes", "ibsec.agent.lab"): "a test fabric in the product",
-    ("ibsec.attacks.outcomes", "ibsec.agent.control"): "the control-socket client lives in the agent",
     ("ibsm.bench", "ibsec.agent.adapter"): "a benchmark in the product",
     ("ibsm.outcomes", "ibsec.agent.adapter"): "a test fabric in the product",
     ("ibsm.outcomes", "ibsec.agent.qp"): "a test fabric in the product",

@@ -24,8 +24,8 @@ from typing import Any
 
 import networkx as nx
 from ibsec import names
-from ibsec.agent.control import CommandError
 from ibsec.cliopts import integer, number
+from ibsec.control import CommandError
 from ibsm import report
 from ibsm.topology import load_topology
 
@@ -168,7 +168,7 @@ def run_demo(options: run.RunOptions, rate: int, seconds: float, say: Narrator, 
         flushed = fabric_run.wait_event(lambda e: e.get("event") == "filter-flushed",
                                         options.quiet_period + 30, "the filter flush")
         say.say(f"filter flushed from {flushed['switch']} port {flushed['port']}")
-        filters_left = fabric_run.sm_call("status")["status"]["filters"]
+        filters_left = fabric_run.sm_call("status")["filters"]
         legit.join(timeout=seconds + 40)
         victim_counters = fabric_run.agents[roles.victim].counters()
         fabric = fabric_run.fabric

@@ -26,9 +26,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ibsec import addressing, keys, names
-from ibsec.agent.control import ControlClient
-from ibsm import control as sm_control
+from ibsec import addressing, control, keys, names
+from ibsec.control import ControlClient
 from ibsm.events import read_events
 
 from p4switch import pki
@@ -417,12 +416,12 @@ class FabricRun:
                 return left, worst
             time.sleep(0.2)
 
-    def sm_call(self, cmd: str, **args: Any) -> dict[str, Any]:
-        """A request to the running SM's control socket (``status``, ``policy``)."""
-        answer = sm_control.call(self.run_dir / "sm.sock", {"cmd": cmd, **args}, timeout=30)
-        if not answer.get("ok"):
-            raise FabricError(f"SM refused {cmd}: {answer.get('error')}")
-        return answer
+    def sm_call(self, cmd: str, **args: Any) -> Any:
+        """The result of a request to the running SM's control socket (``status``, ``policy``)."""
+        try:
+            return control.call(self.run_dir / "sm.sock", cmd, timeout=30, **args)
+        except control.CommandError as err:
+            raise FabricError(f"SM refused {cmd}: {err}") from None
 
     def describe(self) -> str:
         """What is running and where (printed by the launcher before the CLI)."""

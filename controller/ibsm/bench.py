@@ -34,10 +34,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ibsec import addressing, keys, names
+from ibsec import addressing, control, keys, names
 from ibsec.agent.adapter import Adapter, AgentConfig
 
-from . import control
 from .lab import Fabric, ca_keys, events_of, flood_frame, inprocess_fabric, next_tid, sm_process, trap_257
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "tests" / "data" / "fattree-2x2.json"
@@ -134,7 +133,7 @@ def trap_flood(fab: Fabric, workdir: Path, seconds: float, punt_rate: int | None
         device = fab.devices[victim.switch]
         assert device.switch is not None
         drops_before = device.switch.counter_read(names.DROPS, names.p4_const("DROP_PUNT_METER"))[1]
-        before = control.call(sock, {"cmd": "status"})["status"]
+        before = control.call(sock, "status")
         stop = time.monotonic() + seconds
         sent = [0]
 
@@ -151,13 +150,13 @@ def trap_flood(fab: Fabric, workdir: Path, seconds: float, punt_rate: int | None
         status_ms = []
         while thread.is_alive():
             t0 = time.perf_counter()
-            control.call(sock, {"cmd": "status"}, timeout=30)
+            control.call(sock, "status", timeout=30)
             status_ms.append(1000 * (time.perf_counter() - t0))
             time.sleep(0.1)
         thread.join()
         elapsed = time.monotonic() - started
         time.sleep(1.0)  # let the SM drain what reached it
-        after = control.call(sock, {"cmd": "status"})["status"]
+        after = control.call(sock, "status")
         drops = device.switch.counter_read(names.DROPS, names.p4_const("DROP_PUNT_METER"))[1] - drops_before
     handled = sum(after["traps"].values()) - sum(before["traps"].values())
     return {"punt_meter": f"{punt_rate}/s per port" if punt_rate else "off", "seconds": round(elapsed, 2),

@@ -20,6 +20,8 @@ from typing import Any
 import finsy as fy
 from ibsec import keys, mad_auth, names
 from ibsec.cliopts import integer, number
+from ibsec.control import CommandError
+from ibsec.control import call as control_call
 from ibsec.marking import TopologyTooLarge
 
 from . import control, report
@@ -238,16 +240,18 @@ def _traceback(run_dir: Path, args: argparse.Namespace) -> int:
     return 0
 
 
-def _ask(run_dir: Path, request: dict[str, Any], timeout: float = 10.0) -> dict[str, Any]:
-    """The running SM's answer to ``request`` on its control socket."""
+def _ask(run_dir: Path, cmd: str, timeout: float = 10.0, **args: Any) -> Any:
+    """The running SM's result for ``cmd`` on its control socket (SmConfigError if it refused)."""
     try:
-        return control.call(run_dir / "sm.sock", request, timeout=timeout)
+        return control_call(run_dir / "sm.sock", cmd, timeout=timeout, **args)
+    except CommandError as err:
+        raise SmConfigError(str(err)) from None
     except OSError as err:
         raise SmConfigError(f"no SM answers on {run_dir / 'sm.sock'} ({err.strerror or err})") from None
 
 
 def _status(run_dir: Path, as_json: bool) -> int:
-    status: dict[str, Any] = _ask(run_dir, {"cmd": "status"})["status"]
+    status: dict[str, Any] = _ask(run_dir, "status")
     if as_json:
         print(json.dumps(status, indent=1))
         return 0
@@ -264,7 +268,7 @@ def _status(run_dir: Path, as_json: bool) -> int:
 
 
 def _partitions(run_dir: Path, as_json: bool) -> int:
-    parts: list[dict[str, Any]] = _ask(run_dir, {"cmd": "partitions"})["partitions"]
+    parts: list[dict[str, Any]] = _ask(run_dir, "partitions")
     if as_json:
         print(json.dumps(parts, indent=1))
         return 0
@@ -283,8 +287,6 @@ def _partitions(run_dir: Path, as_json: bool) -> int:
 
 
 def _policy(run_dir: Path, policy: str) -> int:
-    answer = _ask(run_dir, {"cmd": "policy", "policy": policy}, timeout=60)
-    if not answer.get("ok"):
-        raise SmConfigError(answer.get("error", "refused"))
-    print(f"policy {answer['result']['old']} -> {answer['result']['new']}")
+    result = _ask(run_dir, "policy", timeout=60, policy=policy)
+    print(f"policy {result['old']} -> {result['new']}")
     return 0

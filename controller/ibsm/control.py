@@ -1,28 +1,27 @@
-"""The running SM's control socket: JSON lines, one answer per request, any number of requests.
+"""The running SM's control socket: the agents' protocol (:mod:`ibsec.control`), served from the SM's event
+loop, one answer per request, any number of requests.
 
 ``{"cmd": "status"}`` answers what :meth:`SubnetManager.status` says, ``{"cmd": "partitions"}`` what
 :meth:`SubnetManager.partitions_report` says; ``{"cmd": "policy", "policy": "dt"}`` switches the filter
-policy at run time. Every request gets exactly one answer line, ``{"ok": true, ...}`` or ``{"ok": false,
-"error": "..."}``: a request is read and checked by ``ibsec.jsonrequest``, the reader the agents' sockets
-use (at most 64 KiB, UTF-8, nesting, an object with a ``"cmd"`` string, every field by type and range and
-no unknown one), and a refusal names what is wrong. A client that goes away before its answer is not an
-error: it is counted. The socket lives in the run directory (mode 0600: only the user who runs the SM may
-change its policy).
+policy at run time. Every request gets exactly one answer line, ``{"ok": true, "result": ...}`` or
+``{"ok": false, "error": "..."}``: a request is read and checked by ``ibsec.jsonrequest``, the reader the
+agents' sockets use (at most 64 KiB, UTF-8, nesting, an object with a ``"cmd"`` string, every field by
+type and range and no unknown one), and a refusal names what is wrong. A client that goes away before its
+answer is not an error: it is counted. The socket lives in the run directory (mode 0600: only the user who
+runs the SM may change its policy).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
-import socket
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from ibsec import jsonrequest, names
+from ibsec import control, jsonrequest, names
 
 from .core import SmConfigError, SubnetManager
 
@@ -62,7 +61,7 @@ class ControlServer:
                 except jsonrequest.RequestError as err:  # too long: read to its end, answered, go on
                     self.counters["requests"] += 1
                     self.counters["refused"] += 1
-                    await self._reply(writer, {"ok": False, "error": str(err)})
+                    await self._reply(writer, control.refused(err))
                     continue
                 if line is None:
                     return
@@ -85,22 +84,22 @@ class ControlServer:
             args = jsonrequest.Args(cmd, values)
             if cmd == "status":
                 args.done()
-                return {"ok": True, "status": await self.sm.status()}
+                return control.ok(await self.sm.status())
             if cmd == "partitions":
                 args.done()
-                return {"ok": True, "partitions": self.sm.partitions_report()}
+                return control.ok(self.sm.partitions_report())
             if cmd == "policy":
                 policy = args.choice("policy", names.POLICIES)
                 args.done()
-                return {"ok": True, "result": await self.sm.set_policy(policy)}
+                return control.ok(await self.sm.set_policy(policy))
             raise SmConfigError(f"unknown command {cmd[:64]!r}: expected one of {', '.join(COMMANDS)}")
         except (jsonrequest.RequestError, SmConfigError) as err:
             self.counters["refused"] += 1
-            return {"ok": False, "error": str(err)}
+            return control.refused(err)
 
     @staticmethod
     async def _reply(writer: asyncio.StreamWriter, answer: dict[str, Any]) -> None:
-        writer.write(json.dumps(answer).encode() + b"\n")
+        writer.write(control.encode(answer))
         await writer.drain()
 
 
@@ -138,23 +137,3 @@ async def serve_control(sm: SubnetManager, path: Path) -> ControlServer:
     await server.start()
     return server
 
-
-def call(path: Path, request: dict[str, Any], timeout: float = 10.0) -> dict[str, Any]:
-    """Send one request to a running SM (raises OSError if none listens at ``path``)."""
-    return call_raw(path, json.dumps(request).encode(), timeout)
-
-
-def call_raw(path: Path, line: bytes, timeout: float = 10.0) -> dict[str, Any]:
-    """Send one request line as given (tests and the fuzzer send malformed ones) and read the answer."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(timeout)
-        sock.connect(str(path))
-        sock.sendall(line + b"\n")
-        data = b""
-        while b"\n" not in data:
-            chunk = sock.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    answer: dict[str, Any] = json.loads(data.partition(b"\n")[0])  # the first answer (a line may hold two)
-    return answer

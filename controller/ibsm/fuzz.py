@@ -47,11 +47,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ibsec import addressing, keys, layers, mad_auth, names, rocev2
+from ibsec import addressing, control, keys, layers, mad_auth, names, rocev2
 from ibsec.builder import Builder
 from ibsec.cliopts import integer
 
-from . import control
 from .lab import Fabric, ca_keys, inprocess_fabric, next_tid, sm_process
 from .topology import Host
 
@@ -320,7 +319,7 @@ class ControlProbe(threading.Thread):
 
 
 def _status(sock: Path) -> dict[str, Any]:
-    status: dict[str, Any] = control.call(sock, {"cmd": "status"}, timeout=30)["status"]
+    status: dict[str, Any] = control.call(sock, "status", timeout=30)
     return status
 
 

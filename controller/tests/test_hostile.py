@@ -97,7 +97,7 @@ async def test_control_socket_answers_every_malformed_request(
         assert json.loads(await reader.readline()) == too_long
         assert json.loads(await reader.readline())["ok"] is True  # the line after a refused one is intact
         writer.close()
-        status = (await _ask(path, b'{"cmd": "status"}'))["status"]
+        status = (await _ask(path, b'{"cmd": "status"}'))["result"]
         assert status["switches"] == {"s1": "up", "s2": "up", "s3": "up", "s4": "up"}
         assert status["control"]["refused"] == len(MALFORMED) + 3
         assert status["control"].get("internal_errors", 0) == 0

@@ -23,7 +23,7 @@ from typing import Any
 import finsy as fy
 import pytest
 from ibsec import keys, names
-from ibsec.agent.control import ControlClient
+from ibsec.control import ControlClient
 from ibsm.lab import flood_frame, trap_257
 from ibsm.topology import load_topology
 

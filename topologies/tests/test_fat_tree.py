@@ -51,10 +51,10 @@ def wait_flushed(fabric_run: run.FabricRun, ports: set[tuple[str, int]], since: 
     while time.monotonic() < deadline:
         flushed = {(e["switch"], e["port"]) for e in fabric_run.events()[since:]
                    if e["event"] == "filter-flushed"}
-        if ports <= flushed and not fabric_run.sm_call("status")["status"]["filters"]:
+        if ports <= flushed and not fabric_run.sm_call("status")["filters"]:
             return
         time.sleep(0.3)
-    raise AssertionError(f"filters not flushed: {fabric_run.sm_call('status')['status']['filters']}")
+    raise AssertionError(f"filters not flushed: {fabric_run.sm_call('status')['filters']}")
 
 
 def test_sif_stops_a_flood_at_the_attackers_port_while_legitimate_traffic_flows(
@@ -117,7 +117,7 @@ def test_a_forged_trap_changes_no_filter(fat_tree: run.FabricRun) -> None:
     started = len(fat_tree.events())
 
     def forged() -> int:
-        return int(fat_tree.sm_call("status")["status"]["traps"].get("forged", 0))
+        return int(fat_tree.sm_call("status")["traps"].get("forged", 0))
 
     before = forged()
     argv = scenario.tool("forge_trap", "--iface", fat_tree.net.host_iface("h3"),
@@ -139,7 +139,7 @@ def test_a_trap_flood_leaves_the_sm_responsive(fat_tree: run.FabricRun) -> None:
     deadline = time.monotonic() + 10
     answers = 0
     while proc.poll() is None and time.monotonic() < deadline:
-        assert fat_tree.sm_call("status")["status"]["policy"] == "sif"
+        assert fat_tree.sm_call("status")["policy"] == "sif"
         answers += 1
         time.sleep(0.2)
     scenario.wait_all([proc])

@@ -10,7 +10,7 @@ One process per host, in the host's network namespace, speaking raw Ethernet fra
 - :mod:`.keyring`   the keys this CA holds; :mod:`.memory` regions and extended memory protection
 - :mod:`.traps`     rate limiting of traps and consecutive-MAC-failure streaks
 - :mod:`.counters`  drops by reason and statistics
-- :mod:`.control`   the JSON-lines control socket; :mod:`.commands` its commands; :mod:`.ctl` the CLI
+- :mod:`.commands` the control socket's commands (:mod:`ibsec.control`); :mod:`.ctl` the CLI
 - :mod:`.perf`      perftest-like runs (send latency, write bandwidth)
 - :mod:`.daemon`    the process (``ibsec-agent``) on its port (:mod:`ibsec.rawport`)
 - :mod:`.lab`       namespaces, veths, provisioning and agents for tests and :mod:`.bench`

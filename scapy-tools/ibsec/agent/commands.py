@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from ibsec.control import CommandError, Progress
 from ibsec.jsonrequest import Args
 
 from . import perf
 from .adapter import MAX_MESSAGE, PD_MAX, QPN_MAX, Adapter, AdapterError
-from .control import CommandError, Progress
 from .keyring import MissingKey
 from .memory import MAX_REGION, Access, RegionError
 from .qp import Scope, Service

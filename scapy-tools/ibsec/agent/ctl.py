@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .control import ControlClient
+from ibsec.control import ControlClient
 
 
 def _int(text: str) -> int:

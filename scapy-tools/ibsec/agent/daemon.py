@@ -18,13 +18,13 @@ from types import FrameType
 
 from ibsec import addressing, keys
 from ibsec.cliopts import integer, number
+from ibsec.control import ControlServer
 from ibsec.rawport import RawPort
 from ibsec.skc import DEFAULT_PREFETCH_ENTRIES
 
 from .adapter import Adapter, AgentConfig, load_partitions
 from .admission import Limits
 from .commands import Commands
-from .control import ControlServer
 
 log = logging.getLogger("ibsec.agent")
 

@@ -26,8 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ibsec import addressing, keys
-
-from .control import ControlClient
+from ibsec.control import ControlClient
 
 SUBNET = 0x0001
 SECURE_PKEY = 0x8001  # the lab's partition whose members hold P_SK

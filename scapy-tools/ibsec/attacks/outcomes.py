@@ -37,9 +37,9 @@ from scapy.layers.l2 import Ether
 from scapy.utils import wrpcap
 
 from ibsec import layers, mad_auth
-from ibsec.agent.control import ControlClient
 from ibsec.agent.lab import SECURE_PKEY, Agent, Fabric, Host, Provisioned, provision, rc_pair, start_agents
 from ibsec.builder import Builder, gid_bytes
+from ibsec.control import ControlClient
 from ibsec.rocev2 import View, parse
 
 TOOLS = Path(__file__).resolve().parents[2]  # scapy-tools/ of this tree

@@ -34,10 +34,10 @@ from typing import Any
 
 from ibsec import icrc, keys, layers, mad_auth, opcodes, rocev2
 from ibsec.builder import Builder, gid_bytes, mac_of
+from ibsec.control import ControlClient
 
 from ..agent import cmwire
 from ..agent.cm import IBSEC_SERVICE_ID, SCOPES, request_key
-from ..agent.control import ControlClient
 from ..agent.keyring import Keyring, MissingKey
 from ..agent.lab import SECURE_PKEY, Agent, Fabric, Host, Provisioned, provision, start_agents
 from ..attacks.forging import forged

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from ibsec import jsonrequest
 from ibsec.agent.commands import Commands
-from ibsec.agent.control import MAX_REQUEST, ControlServer
+from ibsec.control import MAX_REQUEST, ControlServer
 
 from .loopback import Loopback
 

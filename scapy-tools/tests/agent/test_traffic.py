@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import pytest
 from ibsec.agent import perf
 from ibsec.agent.cm import CM_RETRIES
-from ibsec.agent.control import CommandError
 from ibsec.agent.lab import SECURE_PKEY, Agent, Fabric, Provisioned, provision, rc_pair, start_agents
+from ibsec.control import CommandError
 
 from .helpers import STOP_MARGIN, wait_for
 
