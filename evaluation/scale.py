@@ -27,6 +27,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ibsec.polling import poll_until
+
 from topologies import demo, fabrics, network, run
 
 from . import procstats, report
@@ -96,9 +98,7 @@ def fabric_pids() -> list[int]:
 
 def keys_done(fabric_run: run.FabricRun, timeout: float) -> dict[str, Any]:
     """Wait until the SM has no key delivery outstanding; the deliveries' account from its events."""
-    deadline = time.monotonic() + timeout
-    while fabric_run.sm_call("status")["keys_outstanding"] and time.monotonic() < deadline:
-        time.sleep(0.5)
+    poll_until(lambda: not fabric_run.sm_call("status")["keys_outstanding"], timeout, interval=0.5)
     events = fabric_run.events()
     ready = next(e for e in events if e.get("event") == "fabric-ready")
     delivered = [e for e in events if e.get("event") == "key-delivered"]

@@ -28,6 +28,7 @@ from typing import Any
 
 from ibsec import addressing, control, keys, names
 from ibsec.control import ControlClient
+from ibsec.polling import poll_until
 from ibsm.events import read_events
 
 from p4switch import pki
@@ -370,17 +371,19 @@ class FabricRun:
 
     def wait_event(self, match: Callable[[dict[str, Any]], bool], timeout: float, what: str = "an event"
                    ) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            found = next((e for e in self.events() if match(e)), None)
-            if found is not None:
-                return found
-            if self.sm is not None and self.sm.poll() is not None:
+
+        def found() -> dict[str, Any] | None:
+            event = next((e for e in self.events() if match(e)), None)
+            if event is None and self.sm is not None and self.sm.poll() is not None:
                 raise FabricError(f"the SM exited with {self.sm.returncode} while waiting for {what} "
                                   f"(log {self.run_dir / 'logs' / 'sm.log'}):\n"
                                   f"{network.tail(self.run_dir / 'logs' / 'sm.out')}")
-            time.sleep(0.1)
-        raise FabricError(f"timed out after {timeout:.0f} s waiting for {what}")
+            return event
+
+        event = poll_until(found, timeout, interval=0.1)
+        if event is None:
+            raise FabricError(f"timed out after {timeout:.0f} s waiting for {what}")
+        return event
 
     def wait_provisioned(self, hosts: Iterable[str], timeout: float = 60.0) -> None:
         """Until each of ``hosts`` has, from the SM, its P_Key table and the key of every partition it is

@@ -36,6 +36,7 @@ from typing import Any
 
 from ibsec import addressing, control, keys, names
 from ibsec.agent.adapter import Adapter, AgentConfig
+from ibsec.polling import poll_until
 
 from .lab import Fabric, ca_keys, events_of, flood_frame, inprocess_fabric, next_tid, sm_process, trap_257
 
@@ -186,13 +187,11 @@ def reconnect(fab: Fabric, workdir: Path, rounds: int) -> dict[str, Any]:
 
 
 def _wait_event(path: Path, kind: str, since: float, timeout: float = 60.0) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = [e for e in events_of(path) if e["event"] == kind and e["wall"] >= since]
-        if found:
-            return found[0]
-        time.sleep(0.02)
-    raise RuntimeError(f"no {kind} event within {timeout} s")
+    found = poll_until(lambda: [e for e in events_of(path) if e["event"] == kind and e["wall"] >= since],
+                       timeout, interval=0.02)
+    if found is None:
+        raise RuntimeError(f"no {kind} event within {timeout} s")
+    return found[0]
 
 
 def main(argv: list[str] | None = None) -> int:

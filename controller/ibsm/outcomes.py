@@ -37,6 +37,7 @@ from typing import Any
 from ibsec import addressing, names
 from ibsec.agent.adapter import Adapter, AgentConfig
 from ibsec.agent.qp import AdapterError, Service
+from ibsec.polling import poll_until_async
 from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether
 
@@ -101,12 +102,7 @@ class Lab:
 
 
 async def until(predicate: Callable[[], bool], timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        await asyncio.sleep(0.05)
-    return True
+    return await poll_until_async(predicate, timeout) is not None
 
 
 def spoofed(lab: Lab, source_gid: str, victim: str, pkey: int) -> bytes:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from ibsec import addressing, keys, names
 from ibsec.agent.adapter import Adapter, AdapterError, AgentConfig
 from ibsec.agent.counters import Drop
 from ibsec.agent.qp import Service
+from ibsec.polling import poll_until_async
 from ibsm import cli, control
 from ibsm.core import SmOptions, SubnetManager
 from ibsm.events import read_events
@@ -85,10 +85,8 @@ async def running(fabric: Fabric, tmp_path: Path) -> AsyncIterator[tuple[Running
 
 
 async def _until(predicate: Any, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.02)
+    reached = await poll_until_async(predicate, timeout, interval=0.02)
+    assert reached is not None, "condition not reached in time"
 
 
 def _events(tmp: Path, kind: str) -> list[dict[str, Any]]:

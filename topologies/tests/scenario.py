@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ibsec import addressing, names, rocev2
+from ibsec.polling import poll_until
 from scapy.utils import RawPcapReader
 
 from topologies import run, topofile
@@ -40,11 +41,8 @@ def flood(fabric_run: run.FabricRun, attacker: str, victim: str, pkey: int, *, c
 def until(check: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
     """Poll ``check`` until it holds (frames cross several software switches on a machine that may be
     loaded: no fixed sleeps, and a deadline far beyond what the effect takes)."""
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout} s")
-        time.sleep(0.1)
+    if not poll_until(check, timeout, interval=0.1):
+        raise AssertionError(f"{what}: not within {timeout} s")
 
 
 def flood_summary(fabric_run: run.FabricRun, attacker: str) -> dict[str, Any]:

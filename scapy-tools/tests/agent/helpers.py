@@ -13,6 +13,7 @@ from typing import Any
 
 from ibsec import keys, layers, mad_auth
 from ibsec.agent.lab import Fabric, Host
+from ibsec.polling import poll_until
 from ibsec.rocev2 import View, parse
 from scapy.layers.l2 import Ether
 
@@ -116,9 +117,4 @@ def attack(fabric: Fabric, host: Host, tool: str, *args: str, timeout: float = 6
 
 def wait_for(predicate: Any, timeout: float = EFFECT_TIMEOUT) -> bool:
     """Poll ``predicate`` until it is true or ``timeout`` passes."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return bool(predicate())
+    return poll_until(predicate, timeout) is not None
