@@ -24,8 +24,7 @@ class RawPort:
         self.poll_interval = poll_interval
         self._sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
         self._sock.bind((iface, 0))
-        self._sock.settimeout(poll_interval)
-        self._timeout = poll_interval
+        self._timeout: float | None = None  # blocking until the first recv: a flood's sends wait, never fail
         if receive_buffer is not None:
             self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
         self.mac: bytes = self._sock.getsockname()[4]
