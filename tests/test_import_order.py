@@ -43,12 +43,6 @@ BELOW = {
 """The layers each layer may import besides itself (tests may import any)."""
 
 KNOWN_UPWARD = {
-    # issue 15: the RoCEv2 codec is the agent's frames module until it moves into the wire library
-    **{(f"ibsec.attacks.{m}", "ibsec.agent.frames"): "the codec lives in the agent" for m in (
-        "common", "eavesdrop", "forge", "forge_dreq", "forge_trap", "forging", "outcomes", "pkey_flood",
-        "predict", "qp_error", "replay", "req_flood", "rkey_guess", "spoof", "tag_brute", "trap_flood")},
-    **{(f"ibsm.{m}", "ibsec.agent.frames"): "the codec lives in the agent"
-       for m in ("fuzz", "keymgr", "lab")},
     ("ibsec.attacks.req_flood", "ibsec.agent.cm"): "the CM REQ builder lives in the agent",
     ("ibsec.attacks.req_flood", "ibsec.agent.cmwire"): "the CM wire format lives in the agent",
     # issue 15: test fabrics and benchmarks still live in the product packages
