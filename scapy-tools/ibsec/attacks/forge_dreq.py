@@ -22,20 +22,30 @@ from .common import RawSocket, blast, checked, gid_text, int0, parser, report, r
 
 
 def from_rep(sock: RawSocket, victim: str, seconds: float) -> dict[str, Any] | None:
-    """The ids of the DREQ that would tear down the connection a REP to or from ``victim`` set up."""
+    """The ids of the DREQ that would tear down the connection a REP to or from ``victim`` set up. When
+    the victim asked, its RTU is awaited too (within ``seconds``): the RTU shows the victim took the REP,
+    so the DREQ meets an established connection rather than one still being set up."""
     report({"sniffing": seconds})
+    learnt: dict[str, Any] | None = None
     for frame, view in sock.sniff(seconds):
-        rep = Ether(frame).getlayer(layers.CmRep) if view.dqpn == layers.GSI_QPN else None
-        if rep is None:
+        if view.dqpn != layers.GSI_QPN:
             continue
         src, dst = (str(ipaddress.IPv6Address(g)) for g in (view.src_gid, view.dst_gid))
-        if src == victim:  # the victim accepted: impersonate the requester
+        if learnt is not None:
+            rtu = Ether(frame).getlayer(layers.CmRtu)
+            if rtu is not None and src == victim and rtu.local_comm_id == learnt["remote"]:
+                return learnt
+            continue
+        rep = Ether(frame).getlayer(layers.CmRep)
+        if rep is None:
+            continue
+        if src == victim:  # the victim accepted (its QP is connected as it sends the REP)
             return {"src_gid": dst, "local": rep.remote_comm_id, "remote": rep.local_comm_id,
                     "qpn": rep.local_qpn, "pkey": view.pkey}
-        if dst == victim:  # the victim asked: impersonate the responder
-            return {"src_gid": src, "local": rep.local_comm_id, "remote": rep.remote_comm_id, "qpn": 0,
-                    "pkey": view.pkey}
-    return None
+        if dst == victim:  # the victim asked: impersonate the responder, once the victim sent its RTU
+            learnt = {"src_gid": src, "local": rep.local_comm_id, "remote": rep.remote_comm_id, "qpn": 0,
+                      "pkey": view.pkey}
+    return learnt
 
 
 def main(argv: list[str] | None = None) -> int:
