@@ -20,13 +20,15 @@ from typing import Any
 
 from p4switch import ir
 from p4switch.bmv2json import unions
-from p4switch.bmv2json.errors import BMv2JsonError, Unsupported, where
+from p4switch.bmv2json.errors import BMv2JsonError
 
 HEADERS = "headers"
 METADATA = "metadata"
 STANDARD_METADATA = "standard_metadata"
 SM_TYPE = "standard_metadata_t"
 HDR, META, SM = "hdr", "meta", "standard_metadata"
+VARIABLE = "*"
+"""The width BMv2 writes for a variable-length (varbit) field."""
 
 
 class Names:
@@ -144,20 +146,37 @@ class Layout:
         for f in t.get("fields", []):
             fname, fwidth = f[0], f[1]
             signed = len(f) > 2 and bool(f[2])
-            if not isinstance(fwidth, int):
-                raise Unsupported(where(t, f"header_types ({t['name']}.{fname})"), "varbit")
-            self.max_width = max(self.max_width, fwidth)
-            fields[fname] = (names(fname), ir.TInt(fwidth) if signed else ir.TBit(fwidth))
+            if fwidth == VARIABLE:
+                ft: ir.Type = ir.TVarbit(self.varbit_max(t, f"header_types ({t['name']}.{fname})"))
+            elif isinstance(fwidth, int) and not isinstance(fwidth, bool):
+                self.max_width = max(self.max_width, fwidth)
+                ft = ir.TInt(fwidth) if signed else ir.TBit(fwidth)
+            else:
+                raise BMv2JsonError(f"header_types ({t['name']}.{fname})", f"field width {fwidth!r}")
+            fields[fname] = (names(fname), ft)
         info = HeaderTypeInfo(name, fields)
         self.types[key] = info
         if metadata:
             self.structs[name] = ir.StructType(tuple(ir.StructField(n, ft) for n, ft in fields.values()))
         else:
-            hfields = tuple(
-                ir.HeaderField(n, ir.width(ft), isinstance(ft, ir.TInt)) for n, ft in fields.values()
-            )
-            self.headers[name] = ir.HeaderType(hfields, sum(f.w for f in hfields))
+            hfields = tuple(header_field(n, ft) for n, ft in fields.values())
+            self.headers[name] = ir.HeaderType(hfields, sum(f.w for f in hfields if not f.varbit))
         return info
+
+    @staticmethod
+    def varbit_max(t: dict[str, Any], path: str) -> int:
+        """The most bits of a header type's variable-length field: BMv2 gives the header's whole
+        ``max_length`` in bytes, the fixed fields included (p4c's ``varbit<N>`` in a struct becomes a
+        header type ``struct$varbitN`` of that one field)."""
+        widths = [f[1] for f in t.get("fields", [])]
+        if widths.count(VARIABLE) > 1:
+            raise BMv2JsonError(path, "a header type with more than one variable-length field")
+        fixed = sum(w for w in widths if w != VARIABLE)
+        max_length = t.get("max_length")
+        if not isinstance(max_length, int) or isinstance(max_length, bool) or 8 * max_length < fixed:
+            raise BMv2JsonError(path, f"a variable-length field needs the header type's max_length "
+                                      f"(bytes, at least its fixed {fixed} bits), got {max_length!r}")
+        return 8 * max_length - fixed
 
     def struct_of(self, t: dict[str, Any], name: str) -> ir.StructType:
         """standard_metadata's struct: BMv2's fields but its byte padding."""
@@ -209,7 +228,7 @@ class Layout:
         if not 0 <= offset < len(fields):
             raise BMv2JsonError(path, f"header {t.name} has no field number {offset}")
         f = fields[offset]
-        return ir.Member(header, f.name, ir.TInt(f.w) if f.signed else ir.TBit(f.w))
+        return ir.Member(header, f.name, field_type(f))
 
     def field_named(self, header: ir.Expr, fname: str, path: str) -> ir.Expr:
         """Field ``fname`` (its BMv2 name) of a header expression."""
@@ -233,3 +252,17 @@ class Layout:
         member, t = info.fields[fname]
         elem = ir.Index(self.stack(stack, path), index, ir.THeader(info.name))
         return ir.Member(elem, member, t)
+
+
+def header_field(name: str, t: ir.Type) -> ir.HeaderField:
+    """A header type's field of IR type ``t``; a varbit holds up to ``t.max`` bits."""
+    if isinstance(t, ir.TVarbit):
+        return ir.HeaderField(name, t.max, varbit=True)
+    return ir.HeaderField(name, ir.width(t), isinstance(t, ir.TInt))
+
+
+def field_type(f: ir.HeaderField) -> ir.Type:
+    """The IR type of a header type's field (``header_field`` backwards)."""
+    if f.varbit:
+        return ir.TVarbit(f.w)
+    return ir.TInt(f.w) if f.signed else ir.TBit(f.w)

@@ -76,13 +76,14 @@ class _Loader:
             compute,
             deparser(deparsers[0], self.layout, "deparser"),
         )
-        parser = ParserBuilder(parsers[0], self.prims, self.errors).build("parser")
+        parser_builder = ParserBuilder(parsers[0], self.prims, self.errors)
+        parser = parser_builder.build("parser")
         program = ir.Program(
             source=self.source,
             errors=tuple(self.errors),
             headers=self.layout.headers,
             structs=self.layout.structs,
-            externs=(*externs(doc, tables.tables), *tables.externs),
+            externs=(*externs(doc, tables.tables), *tables.externs, *parser_builder.value_sets()),
             actions=tuple(actions),
             tables=tuple(tables.tables),
             parsers=(parser,),
@@ -99,6 +100,7 @@ class _Loader:
                 metadata_type=METADATA,
             ),
         )
+        refuse_varbit_values(program)
         return program
 
     def check_aliases(self, aliases: list[Any]) -> None:
@@ -165,6 +167,30 @@ class _Loader:
             (ir.MethodCall(meter, "read", (dst,), a.src), *a.body),
             a.p4info_id,
         )
+
+
+def refuse_varbit_values(program: ir.Program) -> None:
+    """BMv2 extracts, emits and copies (assign_VL) a varbit field; the IR's varbit is a length and bits,
+    not a number, so any other use (a hash, a table key, a digest, arithmetic) is refused, named where."""
+
+    def walk(node: Any, at: str) -> None:
+        at = getattr(node, "src", "") or at
+        if isinstance(node, ir.Assign) and isinstance(node.lhs.type, ir.TVarbit):
+            if node.lhs.type == node.rhs.type:
+                return
+        if isinstance(node, ir.Expr) and isinstance(node.type, ir.TVarbit):
+            raise Unsupported(at, "a varbit field used other than extracted, emitted or copied (assign_VL)")
+        for child in ir.children(node):
+            walk(child, at)
+
+    for kind, roots in (
+        ("actions", program.actions),
+        ("tables", program.tables),
+        ("parsers", program.parsers),
+        ("controls", program.controls),
+    ):
+        for root in roots:
+            walk(root, f"{kind} ({root.name})")
 
 
 def _without_src(a: ir.Action) -> Any:

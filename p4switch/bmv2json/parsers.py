@@ -4,7 +4,11 @@ BMv2 extracts into a header stack at its run-time next index; the IR has constan
 parser is unrolled as p4c's own parser unroller does: each state is made once per reachable set of
 stack positions (``state@1`` when a stack has one element extracted), and a state that would extract
 past the end of a stack fails with ``StackOutOfBounds``. Transition values are BMv2's byte-padded
-concatenation of the keys, split back per key."""
+concatenation of the keys, split back per key.
+
+A ``parse_vset`` transition matches the whole transition key against the members of a value set
+(BMv2's ParseSwitchCaseVSet): the IR value set gets one field per key, in key order, which is how p4c's
+P4Info lists a value set's match fields (one for ``bit<W>``, one per member of a struct type)."""
 
 from __future__ import annotations
 
@@ -19,6 +23,8 @@ from p4switch.bmv2json.layout import HDR, HEADERS, META, METADATA, SM, SM_TYPE
 from p4switch.bmv2json.primitives import Primitives
 
 Positions = tuple[int, ...]
+UNBOUNDED = (1 << 31) - 1
+"""The size of a value set BMv2 JSON gives no ``max_size``: BMv2 bounds none (P4Info's sizes are int32)."""
 
 
 def block_params(packet: ir.Type | None) -> tuple[ir.Param, ...]:
@@ -45,6 +51,8 @@ class ParserBuilder:
         self.union_stacks = unions.stacks(prims.layout.doc)
         self.stacks = sorted(self.layout.stacks) + sorted(self.union_stacks)
         self.path = f"parsers ({parser.get('name')})"
+        self.declared_sets = {str(v["name"]): v for v in prims.layout.doc.get("parse_vsets", [])}
+        self.set_keys: dict[str, tuple[int, ...]] = {}  # value set -> the widths of the keys it matches
 
     def build(self, name: str) -> ir.Parser:
         init = self.parser.get("init_state")
@@ -107,27 +115,17 @@ class ParserBuilder:
         kind = op.get("op")
         params = op.get("parameters") or []
         src = source_position(op)
-        if kind == "extract":
-            p = params[0]
-            if p.get("type") == "regular":
-                body.append(ir.Extract(self.layout.instance(p["value"], path), src))
-            elif p.get("type") == "stack":
-                stack = str(p["value"])
-                assert ctx.stack_next is not None
-                index = ctx.stack_next[stack]
-                elem = self.layout.stack(stack, path)
-                assert isinstance(elem.type, ir.TStack)
-                if index >= elem.type.size:
-                    body.append(ir.Verify(ir.Const(False, BOOL), "StackOutOfBounds", src))
-                    return False
-                body.append(ir.Extract(ir.Index(elem, index, ir.THeader(elem.type.elem)), src))
-                ctx.stack_next[stack] = index + 1
-            elif p.get("type") == "union_stack":
-                return self.extract_union(p["value"], ctx, path, src, body)
-            else:
-                raise Unsupported(where(op, path), f"extract to a {p.get('type')}")
-        elif kind == "extract_VL":
-            raise Unsupported(where(op, path), "varbit")
+        if kind in ("extract", "extract_VL"):
+            length = None
+            if kind == "extract_VL":
+                if len(params) != 2:
+                    raise BMv2JsonError(path, "extract_VL takes a header and the length of its varbit")
+                length = self.exprs.to_type(self.exprs.expr(params[1], ctx, path), ir.TBit(32))
+            target = self.extract_target(params[0], ctx, path, op)
+            if target is None:  # past the end of a stack
+                body.append(ir.Verify(ir.Const(False, BOOL), "StackOutOfBounds", src))
+                return False
+            body.append(ir.Extract(target, src, self.varbit_length(target, length, path, op)))
         elif kind == "set":
             dst = self.exprs.expr(params[0], ctx, path)
             value = self.exprs.expr(params[1], ctx, path)
@@ -145,20 +143,44 @@ class ParserBuilder:
             raise Unsupported(where(op, path), f"parser op {kind}")
         return True
 
-    def extract_union(self, value: list[str], ctx: Context, path: str, src: str, body: list[ir.Stmt]) -> bool:
-        """Extract member ``value[1]`` of the next element of union stack ``value[0]``."""
-        stack, member = str(value[0]), str(value[1])
+    def extract_target(self, p: dict[str, Any], ctx: Context, path: str, op: Any) -> ir.Expr | None:
+        """The header an extract fills (a stack's or union stack's next element, which it advances);
+        None past the end of the stack."""
+        kind = p.get("type")
+        if kind == "regular":
+            return self.layout.instance(p["value"], path)
         assert ctx.stack_next is not None
-        index = ctx.stack_next[stack]
-        elements = self.union_stacks[stack]
-        if index >= len(elements):
-            body.append(ir.Verify(ir.Const(False, BOOL), "StackOutOfBounds", src))
-            return False
-        if member not in elements[index]:
-            raise BMv2JsonError(path, f"union stack {stack} has no member {member!r}")
-        body.append(ir.Extract(self.layout.instance(elements[index][member], path), src))
-        ctx.stack_next[stack] = index + 1
-        return True
+        if kind == "stack":
+            stack = str(p["value"])
+            index = ctx.stack_next[stack]
+            elem = self.layout.stack(stack, path)
+            assert isinstance(elem.type, ir.TStack)
+            if index >= elem.type.size:
+                return None
+            ctx.stack_next[stack] = index + 1
+            return ir.Index(elem, index, ir.THeader(elem.type.elem))
+        if kind == "union_stack":  # member value[1] of the next element of union stack value[0]
+            stack, member = str(p["value"][0]), str(p["value"][1])
+            index = ctx.stack_next[stack]
+            elements = self.union_stacks[stack]
+            if index >= len(elements):
+                return None
+            if member not in elements[index]:
+                raise BMv2JsonError(path, f"union stack {stack} has no member {member!r}")
+            ctx.stack_next[stack] = index + 1
+            return self.layout.instance(elements[index][member], path)
+        raise Unsupported(where(op, path), f"extract to a {kind}")
+
+    def varbit_length(self, header: ir.Expr, length: ir.Expr | None, path: str, op: Any) -> ir.Expr | None:
+        """The length extract_VL gives a header with a varbit field; a plain extract of such a header
+        would take it from the type's ``length_exp`` (P4_14), which p4switch does not evaluate."""
+        assert isinstance(header.type, ir.THeader)
+        varbit = any(f.varbit for f in self.layout.headers[header.type.name].fields)
+        if varbit and length is None:
+            raise Unsupported(where(op, path), "extract of a header with a varbit field by its length_exp")
+        if length is not None and not varbit:
+            raise BMv2JsonError(path, "extract_VL of a header without a variable-length field")
+        return length
 
     def error_name(self, v: Any, ctx: Context, path: str) -> str:
         e = self.exprs.expr(v, ctx, path)
@@ -186,12 +208,39 @@ class ParserBuilder:
                 keysets = tuple(
                     keyset(v, None if masks is None else masks[i], widths[i]) for i, v in enumerate(values)
                 )
+            elif kind == "parse_vset":
+                keysets = (self.value_set_case(case, tuple(widths), where(s, path)),)
             else:
-                raise Unsupported(
-                    where(s, path), "value set" if kind == "parse_vset" else f"transition {kind}"
-                )
+                raise Unsupported(where(s, path), f"transition {kind}")
             out.append(ir.SelectCase(keysets, goto(case.get("next_state"))))
         return ir.Select(tuple(keys), tuple(out))
+
+    def value_set_case(self, case: dict[str, Any], widths: tuple[int, ...], path: str) -> ir.Keyset:
+        """A ``parse_vset`` transition: the value set matched against all the keys (``widths``)."""
+        name = str(case.get("value"))
+        declared = self.declared_sets.get(name)
+        if declared is None:
+            raise BMv2JsonError(path, f"unknown parse_vset {name!r}")
+        bits = int(declared["compressed_bitwidth"])
+        if bits != sum(widths):
+            raise BMv2JsonError(path, f"parse_vset {name} holds {bits}-bit values, the key has {sum(widths)}")
+        if case.get("mask") is not None:  # BMv2 masks each member and the key; all ones masks nothing
+            full = (1 << bits) - 1
+            if hexstr(case["mask"], path) & full != full:
+                raise Unsupported(path, "a value set transition with a mask")
+        if self.set_keys.setdefault(name, widths) != widths:
+            raise Unsupported(path, f"value set {name} matched against keys of different widths")
+        return ir.KeysetValueSet(name)
+
+    def value_sets(self) -> tuple[ir.ValueSet, ...]:
+        """The ``parse_vsets`` section: one IR value set each, its fields the keys it is matched against
+        (one field of its whole width when no transition uses it)."""
+        out = []
+        for name, v in self.declared_sets.items():
+            bits = int(v["compressed_bitwidth"])
+            size = int(v.get("max_size", UNBOUNDED))  # p4c writes it; BMv2 itself sets no bound
+            out.append(ir.ValueSet(name, size, self.set_keys.get(name, (bits,)), source_position(v)))
+        return tuple(out)
 
 
 def split(value: int, widths: list[int]) -> list[int]:

@@ -17,7 +17,6 @@ Stmts = list[ir.Stmt]
 CLONES = {"clone_ingress_pkt_to_egress": "I2E", "clone_egress_pkt_to_egress": "E2E"}
 UNSUPPORTED = {
     "truncate": "truncate",
-    "assign_VL": "varbit",
     "assign_union_stack": "header_union stack assignment",
 }
 
@@ -114,6 +113,14 @@ class Primitives:
     p_modify_field = p_assign
     p_assign_header = p_assign
     p_assign_header_stack = p_assign
+
+    def p_assign_VL(self, params: list[Any], ctx: Context, path: str, src: str) -> Stmts:  # noqa: N802
+        """A varbit copied with its length (BMv2's Field::assign_VL)."""
+        dst = self.lvalue(params, 0, ctx, path)
+        value = self.arg(params, 1, ctx, path)
+        if not (isinstance(dst.type, ir.TVarbit) and dst.type == value.type):
+            raise BMv2JsonError(path, f"assign_VL of a {value.type} to a {dst.type}, not varbit to varbit")
+        return [ir.Assign(dst, value, src)]
 
     def p_assign_union(self, params: list[Any], ctx: Context, path: str, src: str) -> Stmts:
         dst, value = (self.union(params, n, path) for n in (0, 1))

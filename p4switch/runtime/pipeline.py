@@ -120,5 +120,7 @@ def _check_names(switch: engine.Switch, index: P4InfoIndex) -> None:
             switch.register_size(register.name)
         for profile in index.profiles.values():
             switch.members(profile.name)
+        for value_set in index.value_sets.values():
+            switch.value_set_get(value_set.name)
     except engine.EngineError as err:
         raise invalid(f"the P4Info does not match the device config: {err}") from None

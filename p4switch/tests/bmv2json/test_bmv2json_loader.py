@@ -360,14 +360,28 @@ def test_checksum_hash_counter_and_register() -> None:
         (
             lambda d: (
                 d["parsers"][0]["parse_states"][0]["transitions"].insert(
-                    0, {"type": "parse_vset", "value": "pvs", "mask": None, "next_state": None}
+                    0, {"type": "parse_vset", "value": "pvs", "mask": "0x0f", "next_state": None}
                 )
                 or d["parsers"][0]["parse_states"][0].update(transition_key=[b.field("h", "a")])
+                or d.update(parse_vsets=[{"name": "pvs", "id": 0, "compressed_bitwidth": 8}])
             ),
-            "value set",
+            "a value set transition with a mask",
             "parse_states (start)",
         ),
-        (lambda d: d["header_types"][2]["fields"].append(["v", "*"]), "varbit", "header_types (h_t.v)"),
+        (
+            lambda d: d["header_types"][2].update(fields=[*H_T["h_t"], ["v", "*"]], max_length=8),
+            "extract of a header with a varbit field by its length_exp",
+            "parse_states (start).parser_ops[0]",
+        ),
+        (
+            lambda d: (
+                d["header_types"][2].update(fields=[*H_T["h_t"], ["v", "*"]], max_length=8)
+                or d["parsers"][0]["parse_states"][0].update(parser_ops=[extract_vl("h", b.hexv(8))])
+                or d["actions"][0]["primitives"].append(b.assign(b.field("h", "a"), b.field("h", "v")))
+            ),
+            "a varbit field used other than extracted, emitted or copied (assign_VL)",
+            "actions (ingress.a)",
+        ),
         (
             lambda d: d["actions"][0]["primitives"].append(
                 b.prim("assign_union_stack", b.field("h", "a"), b.field("h", "b"), line=12)
@@ -418,6 +432,128 @@ def test_not_v1model_and_malformed_documents_are_refused() -> None:
         load(doc)
     with pytest.raises(bmv2json.BMv2JsonError, match=r"BMv2 JSON version \[3, 0\]"):
         bmv2json.load({**doc, "__meta__": {"version": [3, 0]}})
+
+
+def extract_vl(header: str, length: Any) -> dict[str, Any]:
+    """extract_VL: ``header`` with its varbit field ``length`` bits long."""
+    return {"op": "extract_VL", "parameters": [{"type": "regular", "value": header}, length]}
+
+
+def test_varbit_extracted_with_its_length_copied_and_emitted_at_that_length() -> None:
+    """varbit.p4's program laid out as p4c-bm2-ss does: v.opt (varbit<160>: v_t's max_length 22 bytes
+    less its 16 fixed bits) extracted with l.bits, copied by assign_VL into the metadata instance
+    `saved` (p4c's struct$varbit160 for a varbit struct member) and from there into w.opt; l, v, w
+    emitted, each varbit at its current length."""
+    types = {
+        "len_t": [["bits", 8, False]],
+        "v_t": [["before", 8, False], ["opt", "*"], ["after", 8, False]],
+        "w_t": [["tag", 8, False], ["opt", "*"]],
+    }
+    bits = b.field("l", "bits")
+    doc = b.program(
+        types,
+        {"l": "len_t", "v": "v_t", "w": "w_t"},
+        [b.state("start", [b.extract("l"), extract_vl("v", {"type": "expression", "value": bits})])],
+        [
+            b.action(
+                "ingress.copy",
+                [
+                    b.prim("assign_VL", b.field("saved", "field"), b.field("v", "opt")),
+                    b.prim("add_header", b.header("w")),
+                    b.assign(b.field("w", "tag"), b.hexv(0xAA)),
+                    b.prim("assign_VL", b.field("w", "opt"), b.field("saved", "field")),
+                    b.egress_spec(b.hexv(1, 2)),
+                ],
+            )
+        ],
+        b.pipeline("tbl_copy", [b.run_action(0, "ingress.copy")]),
+        ["l", "v", "w"],
+    )
+    doc["header_types"][3]["max_length"] = 22
+    doc["header_types"][4]["max_length"] = 21
+    doc["header_types"].append(
+        {"name": "struct$varbit160", "id": 5, "fields": [["field", "*"]], "max_length": 20}
+    )
+    doc["headers"].append({"name": "saved", "id": 5, "header_type": "struct$varbit160", "metadata": True})
+    sw = load(doc)
+    payload = bytes(range(0xF0, 0xFE))
+    # 16 bits of opt, then none
+    assert sw.process(0, bytes.fromhex("10 01 1122 33") + payload) == [
+        (1, bytes.fromhex("10 01 1122 33 aa 1122") + payload)
+    ]
+    assert sw.process(0, bytes.fromhex("00 01 33") + payload) == [(1, bytes.fromhex("00 01 33 aa") + payload)]
+    # longer than varbit<160>, not whole bytes, past the end of the packet: v stays invalid and its
+    # bytes stay payload; w gets the empty opt of the unextracted v
+    for frame, error in (
+        (bytes.fromhex("a8 01 1122334455 66"), "HeaderTooShort"),
+        (bytes.fromhex("0c 01 1122 33"), "ParserInvalidArgument"),
+        (bytes.fromhex("a0 01 1122"), "PacketTooShort"),
+    ):
+        assert sw.process(0, frame + payload) == [(1, frame[:1] + b"\xaa" + frame[1:] + payload)]
+        assert sw.stats.get(f"parser_error:{error}") == 1
+
+
+def test_value_sets_match_the_whole_key_and_take_their_members_from_the_control_plane() -> None:
+    """ports (bit<16>, h.c) and pairs (two keys h.a, h.b: one field each, as p4c's P4Info lists the
+    members of a struct value set); the parser marks which matched in scalars.flags, copied to h.c."""
+    flags = b.field("scalars", "flags")
+
+    def mark(bit: int) -> dict[str, Any]:
+        return {"op": "set", "parameters": [flags, b.expr("|", flags, b.hexv(bit))]}
+
+    def vset(name: str, next_state: str) -> dict[str, Any]:
+        return {"type": "parse_vset", "value": name, "mask": None, "next_state": next_state}
+
+    port_cases = [vset("p.ports", "in_ports"), b.case(None, "pairs")]
+    pair_cases = [vset("p.pairs", "in_pairs"), b.case(None, None)]
+    states = [
+        b.state("start", [b.extract("h")], [b.field("h", "c")], port_cases),
+        b.state("in_ports", [mark(1)], [], [b.case(None, "pairs")]),
+        b.state("pairs", [], [b.field("h", "a"), b.field("h", "b")], pair_cases),
+        b.state("in_pairs", [mark(2)]),
+    ]
+    sw = one_header(
+        [b.action("ingress.out", [b.assign(b.field("h", "c"), flags), b.egress_spec(b.hexv(1, 2))])],
+        b.pipeline("tbl_out", [b.run_action(0, "ingress.out")]),
+        states,
+        metadata={"scalars": [["flags", 8, False]]},
+        parse_vsets=[
+            {"name": "p.ports", "id": 0, "compressed_bitwidth": 16, "max_size": 2},
+            {"name": "p.pairs", "id": 1, "compressed_bitwidth": 16},
+        ],
+    )
+    assert sent(sw, bytes([0x77, 0x01, 0x00, 0x50])) == [(1, bytes([0x77, 0x01, 0, 0]) + b"payload")]
+    sw.value_set_set("p.ports", [(0x50,), (0x1BB,)])
+    sw.value_set_set("p.pairs", [(0x77, 0x01)])
+    assert sent(sw, bytes([0x77, 0x01, 0x00, 0x50])) == [(1, bytes([0x77, 0x01, 0, 3]) + b"payload")]
+    assert sent(sw, bytes([0x78, 0x01, 0x01, 0xBB])) == [(1, bytes([0x78, 0x01, 0, 1]) + b"payload")]
+    assert sent(sw, bytes([0x77, 0x02, 0x00, 0x51])) == [(1, bytes([0x77, 0x02, 0, 0]) + b"payload")]
+    with pytest.raises(engine.InvalidEntry, match="at most 2 members"):
+        sw.value_set_set("p.ports", [(1,), (2,), (3,)])
+    with pytest.raises(engine.InvalidEntry, match="does not fit"):
+        sw.value_set_set("p.pairs", [(0x77,)])
+
+
+def test_malformed_varbits_and_value_sets_are_refused() -> None:
+    doc = b.program(H_T, {"h": "h_t"}, [b.state("start", [b.extract("h")])], [], b.pipeline(None, []), ["h"])
+    doc["header_types"][2]["fields"].append(["v", "*"])
+    with pytest.raises(bmv2json.BMv2JsonError, match=r"h_t\.v.*needs the header type's max_length"):
+        bmv2json.load(doc)
+    doc["header_types"][2]["max_length"] = 2  # less than the fixed 32 bits
+    with pytest.raises(bmv2json.BMv2JsonError, match="at least its fixed 32 bits"):
+        bmv2json.load(doc)
+    start = b.state("start", [extract_vl("h", b.hexv(8))])
+    doc = b.program(H_T, {"h": "h_t"}, [start], [], b.pipeline(None, []), ["h"])
+    with pytest.raises(bmv2json.BMv2JsonError, match="extract_VL of a header without a variable-length"):
+        bmv2json.load(doc)
+    vset = {"type": "parse_vset", "value": "pvs", "mask": None, "next_state": None}
+    start = b.state("start", [b.extract("h")], [b.field("h", "c")], [vset])
+    doc = b.program(H_T, {"h": "h_t"}, [start], [], b.pipeline(None, []), ["h"])
+    with pytest.raises(bmv2json.BMv2JsonError, match="unknown parse_vset 'pvs'"):
+        bmv2json.load(doc)
+    doc["parse_vsets"] = [{"name": "pvs", "id": 0, "compressed_bitwidth": 8}]
+    with pytest.raises(bmv2json.BMv2JsonError, match="parse_vset pvs holds 8-bit values, the key has 16"):
+        bmv2json.load(doc)
 
 
 def test_select_values_are_split_per_byte_padded_key() -> None:
