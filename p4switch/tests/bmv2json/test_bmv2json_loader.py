@@ -444,7 +444,7 @@ def test_varbit_extracted_with_its_length_copied_and_emitted_at_that_length() ->
     less its 16 fixed bits) extracted with l.bits, copied by assign_VL into the metadata instance
     `saved` (p4c's struct$varbit160 for a varbit struct member) and from there into w.opt; l, v, w
     emitted, each varbit at its current length."""
-    types = {
+    types: dict[str, list[list[Any]]] = {
         "len_t": [["bits", 8, False]],
         "v_t": [["before", 8, False], ["opt", "*"], ["after", 8, False]],
         "w_t": [["tag", 8, False], ["opt", "*"]],
