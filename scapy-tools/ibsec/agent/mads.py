@@ -189,17 +189,7 @@ class ManagementAgent:
             peer_gid=src,
             peer_qp=view.deth[1] if view.deth else (qp.remote_qpn or 0),
         )
-        notice = layers.Notice(
-            is_generic=0,
-            type=layers.NoticeType.SECURITY,
-            vendor_id=layers.IBSEC_VENDOR_ID,
-            device_id=layers.IBSEC_TRAP_SECURITY,
-            issuer_lid=self.adapter.config.lid,
-            data_details=details,
-            issuer_gid=self.adapter.gid,
-            recv_port=RECEIVING_PORT,
-            mf=view.mf,
-        )
+        notice = self._vendor_notice(layers.IBSEC_TRAP_SECURITY, layers.NoticeType.SECURITY, details, view.mf)
         self._send_trap(notice, "security trap")
 
     def tick(self, now: float) -> None:
@@ -212,17 +202,23 @@ class ManagementAgent:
 
     def hello(self) -> None:
         """The port-up notice: this port is up and holds nothing from the SM (IBSEC_TRAP_PORT_UP)."""
-        notice = layers.Notice(
+        details = layers.PortUpDetails(lid=self.adapter.config.lid, boot_id=self.boot_id)
+        notice = self._vendor_notice(layers.IBSEC_TRAP_PORT_UP, layers.NoticeType.INFO, details)
+        self._send_trap(notice, "port-up notice", "hellos_sent")
+
+    def _vendor_notice(self, device_id: int, kind: layers.NoticeType, details: Packet, mf: int = 0) -> Packet:
+        """A notice of our vendor class (security trap, port-up) issued by this port."""
+        return layers.Notice(
             is_generic=0,
-            type=layers.NoticeType.INFO,
+            type=kind,
             vendor_id=layers.IBSEC_VENDOR_ID,
-            device_id=layers.IBSEC_TRAP_PORT_UP,
+            device_id=device_id,
             issuer_lid=self.adapter.config.lid,
-            data_details=layers.PortUpDetails(lid=self.adapter.config.lid, boot_id=self.boot_id),
+            data_details=details,
             issuer_gid=self.adapter.gid,
             recv_port=RECEIVING_PORT,
+            mf=mf,
         )
-        self._send_trap(notice, "port-up notice", "hellos_sent")
 
     def _send_trap(self, notice: Packet, what: str, counter: str = "traps_sent") -> None:
         ad = self.adapter
