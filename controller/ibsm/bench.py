@@ -34,7 +34,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ibsec import addressing, control, keys, names
+from ibsec import addressing, control, keys, names, rocev2
 from ibsec.agent.adapter import Adapter, AgentConfig
 from ibsec.polling import poll_until
 
@@ -86,7 +86,7 @@ def _agents(fab: Fabric, store: keys.KeyStore, workdir: Path, on_trap: Callable[
                              sm_gid=fab.topo.sm_gid, trap_window=0.05)
 
         def send(frame: bytes, name: str = host.name) -> None:
-            if frame[:6].hex() == sm_mac:
+            if frame[rocev2.DST_MAC_AT].hex() == sm_mac:
                 on_trap()
             fab.send_from_host(name, frame)
 

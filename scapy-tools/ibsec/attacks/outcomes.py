@@ -36,7 +36,7 @@ from typing import Any
 from scapy.layers.l2 import Ether
 from scapy.utils import wrpcap
 
-from ibsec import layers, mad_auth
+from ibsec import layers, mad_auth, rocev2
 from ibsec.agent.lab import SECURE_PKEY, Agent, Fabric, Host, Provisioned, provision, rc_pair, start_agents
 from ibsec.builder import Builder, gid_bytes
 from ibsec.control import ControlClient
@@ -493,12 +493,13 @@ def restart_replay(lab: Lab) -> list[Row]:
 
     seen = sniff(lab.hb, traffic)
     mac_b = lab.hb.mac.replace(":", "")
-    frames = [f for f, v in seen if f[:6].hex() == mac_b and v.src_gid == gid_bytes(lab.ha.gid)]
+    frames = [f for f, v in seen
+              if f[rocev2.DST_MAC_AT].hex() == mac_b and v.src_gid == gid_bytes(lab.ha.gid)]
     lab.restart_b()
     sock = lab.hx.raw_socket()
     try:
         for frame in frames:
-            sock.send(frame[:6] + sock.getsockname()[4] + frame[12:])
+            sock.send(frame[rocev2.DST_MAC_AT] + sock.getsockname()[4] + frame[rocev2.ETHERTYPE_AT.start:])
     finally:
         sock.close()
     delivered = settle(lab.b, "rx_messages", 0)

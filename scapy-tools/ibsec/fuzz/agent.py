@@ -146,9 +146,9 @@ def _corpus(lab: Lab, rng: random.Random) -> tuple[list[bytes], list[bytes]]:
     """(corpus, the peer's frames to the victim) from traffic in every mode, plus built frames."""
     seen = _capture(lab.victim.host, lambda: _traffic(lab))
     victim_mac = lab.victim_mac
-    to_victim = [f for f in seen if f[:6] == victim_mac]
-    captured = [f for f in to_victim if f[6:12] == mac_of(lab.peer.host.gid)]
-    reflected = [_reflect(f, lab) for f in seen if f[6:12] == victim_mac and len(f) > 70]
+    to_victim = [f for f in seen if f[rocev2.DST_MAC_AT] == victim_mac]
+    captured = [f for f in to_victim if f[rocev2.SRC_MAC_AT] == mac_of(lab.peer.host.gid)]
+    reflected = [_reflect(f, lab) for f in seen if f[rocev2.SRC_MAC_AT] == victim_mac and len(f) > 70]
     built = _built(lab, rng)
     corpus = [f for f in to_victim + reflected + built if f]
     progress(
@@ -533,7 +533,8 @@ def _restart(lab: Lab, captured: list[bytes], summary: Summary) -> None:
     )
     sent = 0
     for frame in captured:
-        sent += lab.send(lab.victim_mac + lab.fuzzer_mac + frame[12:])  # from the attacker's own port
+        # from the attacker's own port
+        sent += lab.send(lab.victim_mac + lab.fuzzer_mac + frame[rocev2.ETHERTYPE_AT.start:])
     lab.wait_received(sent)
     counters = _quiet(lab)
     delivered = counters["taken"]["data"]

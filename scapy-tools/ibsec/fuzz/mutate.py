@@ -238,7 +238,7 @@ class Mutator:
         return True
 
     def _random(self) -> bytes:
-        header = self.corpus[0][:6] + self._src_mac()
+        header = self.corpus[0][rocev2.DST_MAC_AT] + self._src_mac()
         if self.rng.random() < 0.5:
             return header + self.rng.randbytes(self.rng.randint(2, 300))
         return bytes(self.corpus[0][:BTH]) + self.rng.randbytes(self.rng.randint(0, 300))
@@ -266,7 +266,7 @@ class Mutator:
         """Fix what an outer check would refuse first (each with some chance, so the checks are fuzzed
         too): the Ethernet source, the MAD trailer, the IPv6 and UDP lengths, the ICRC."""
         if self.src_macs:
-            out[6:12] = self._src_mac()
+            out[rocev2.SRC_MAC_AT] = self._src_mac()
         frame = bytes(out)
         sealed_mad = len(frame) == MAD_AT + layers.MAD_LEN + TRAILER + rocev2.ICRC_LEN
         if name != "trailer" and sealed_mad and self.rng.random() < 0.8:
