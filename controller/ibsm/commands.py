@@ -71,9 +71,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--punt-burst", type=integer(1, MAX_PACKETS), default=SmOptions.punt_burst,
                      help="punt meter burst, packets")
     run.add_argument("--key-timeout", type=number(0, 3600, above=True), default=KeyOptions.timeout,
-                     help="seconds before a key MAD is resent")
+                     help="seconds before a key MAD is first resent (then twice as long each attempt)")
     run.add_argument("--key-attempts", type=integer(1, 1000), default=KeyOptions.attempts,
                      help="sends per key MAD")
+    run.add_argument("--key-window", type=integer(1, 100000), default=KeyOptions.window,
+                     help="key MADs waiting for an ACK at once, across the fabric")
     run.add_argument("--no-keys", action="store_true", help="do not distribute keys")
     run.add_argument("--tls-cacert", type=Path, help="P4Runtime over TLS: the CA of the switches' certs")
     run.add_argument("--tls-cert", type=Path, help="mutual TLS: the SM's certificate (with --tls-key)")
@@ -173,7 +175,8 @@ def build(args: argparse.Namespace) -> tuple[SubnetManager, Path]:
                         sif=SifOptions(quiet_period=args.quiet_period, poll_interval=args.poll_interval),
                         traps=TrapOptions(suppress_window=args.suppress_window, max_age=args.max_trap_age,
                                           replay_state=key_db.parent / f"{key_db.stem}-replay.state"),
-                        keys=KeyOptions(timeout=args.key_timeout, attempts=args.key_attempts),
+                        keys=KeyOptions(timeout=args.key_timeout, attempts=args.key_attempts,
+                                        window=args.key_window),
                         tls=_tls(args))
     if options.tls is not None:
         logging.getLogger("ibsm").info("P4Runtime over TLS: switches checked against %s%s", args.tls_cacert,

@@ -25,7 +25,7 @@ from ibsec import keys, layers, mad_auth, names
 from . import entries
 from .events import EventLog
 from .fabric import FabricPlan, dst_id, plan_fabric
-from .keymgr import KeyManager, KeyOptions
+from .keymgr import Delivery, KeyManager, KeyOptions
 from .partitions import DEFAULT_PKEY, FULL_MEMBER, PKEY_BASE, describe, pkey_tables, valid_pkeys
 from .reconcile import read_owned, reconcile
 from .sif import INVALID_LIST, VALID_LIST, Action, ActionKind, PortId, Sif, SifOptions
@@ -117,6 +117,9 @@ class SubnetManager:
         self._sif_lock = asyncio.Lock()
         self.ready = asyncio.Event()
         self._keys_started = False
+        self._keys_wakeup = asyncio.Event()
+        self._window_lock = asyncio.Lock()
+        self._hosts = {h.name: h for h in topo.hosts}
         self.boot_ids: dict[str, str] = {}  # host -> boot id of its agent's last port-up notice
         self._reprovisioned: dict[str, float] = {}
         self._packet_out_locks: dict[str, asyncio.Lock] = {}
@@ -351,27 +354,27 @@ class SubnetManager:
             return
         self._reprovisioned[host] = now
         deliveries = self.keys.replan(host)
-        self.events.emit("host-reprovision", host=host, reason=reason, action=action, keys=len(deliveries))
-        for delivery in deliveries:
-            with contextlib.suppress(fy.P4ClientError):  # resent by the key loop
-                await self._send_delivery(delivery)
+        self.events.emit("host-reprovision", host=host, reason=reason, action=action,
+                         keys=sum(len(d.what) for d in deliveries))
+        await self._send_window()
 
     def _on_key_response(self, raw: RawMad) -> None:
         try:
-            host, mad = self.traps.source.sender(raw)
+            host, mad = self.traps.source.authentic(raw)
         except mad_auth.MadAuthError as err:  # forged, or from no host of the topology
             self.mads["key-ack-forged"] += 1
             self.events.emit("trap", status="forged", reason=f"key response: {err}")
             return
-        result = self.keys.on_response(host, mad)
+        result = self.keys.on_ack(host, mad)
         if result is None:  # a duplicate, a replay, or for a delivery this SM never sent
             self.mads["key-ack-unexpected"] += 1
             return
         self.mads["key-ack"] += 1
+        self._keys_wakeup.set()  # room in the window
         delivery, status = result
         event = "key-delivered" if status == layers.MadStatus.OK else "key-rejected"
-        self.events.emit(event, host=delivery.host, key=delivery.what, attempts=delivery.attempts,
-                         status=status)
+        for what in delivery.what:
+            self.events.emit(event, host=delivery.host, key=what, attempts=delivery.attempts, status=status)
 
     # ------------------------------------------------------------------------------------------ SIF
 
@@ -451,11 +454,19 @@ class SubnetManager:
     # ------------------------------------------------------------------------------------------ keys
 
     async def _send_keys(self) -> None:
-        for delivery in self.keys.plan():
-            await self._send_delivery(delivery)
+        self.keys.plan()
+        await self._send_window()
 
-    async def _send_delivery(self, delivery: Any) -> None:
-        host = next(h for h in self.topo.hosts if h.name == delivery.host)
+    async def _send_window(self) -> None:
+        """Send what the window has room for (each ACK makes room: the key loop calls again). One caller
+        at a time: two would both see the same deliveries as not sent yet."""
+        async with self._window_lock:
+            for delivery in self.keys.sendable():
+                with contextlib.suppress(fy.P4ClientError):  # resent by the key loop
+                    await self._send_delivery(delivery)
+
+    async def _send_delivery(self, delivery: Delivery) -> None:
+        host = self._hosts[delivery.host]
         sw = self.switches[host.switch]
         if self.state.get(host.switch) != "up":
             return
@@ -464,18 +475,25 @@ class SubnetManager:
         # key loop's retries and a re-provisioning), and finsy then writes on a new, non-primary stream.
         async with self._packet_out_locks.setdefault(host.switch, asyncio.Lock()):
             await sw.write([fy.P4PacketOut(frame, egress_port=host.port, _pad=0)])
-        self.events.emit("key-sent", host=delivery.host, key=delivery.what, attempt=delivery.attempts)
+        for what in delivery.what:
+            self.events.emit("key-sent", host=delivery.host, key=what, attempt=delivery.attempts)
 
     async def _key_loop(self) -> None:
+        """Retries with backoff when they are due, and new MADs as ACKs make room in the window."""
         while True:
-            await asyncio.sleep(self.options.keys.timeout / 4)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._keys_wakeup.wait(), self.options.keys.timeout / 4)
+            self._keys_wakeup.clear()
             retry, failed = self.keys.due()
             for delivery in failed:
-                self.events.emit("key-delivery-failed", host=delivery.host, key=delivery.what,
-                                 attempts=delivery.attempts)
+                for what in delivery.what:
+                    self.events.emit("key-delivery-failed", host=delivery.host, key=what,
+                                     attempts=delivery.attempts)
             for delivery in retry:
                 with contextlib.suppress(fy.P4ClientError):
                     await self._send_delivery(delivery)
+            if self._keys_started:
+                await self._send_window()
 
     # ------------------------------------------------------------------------------------------ status
 

@@ -127,14 +127,19 @@ class MadSource:
         self.keystore = keystore
         self._by_id = {dst_id(h.gid): h for h in topo.hosts}
 
-    def sender(self, raw: RawMad) -> tuple[Host, Packet]:
-        """(sending host, parsed MAD) of an authentic MAD; raises MadAuthError otherwise."""
+    def authentic(self, raw: RawMad) -> tuple[Host, bytes]:
+        """(sending host, the 256 MAD bytes) of an authentic MAD; raises MadAuthError otherwise. Bytes:
+        a key ACK needs only its TransactionID and status, and a fabric's distribution is thousands."""
         host = self._by_id.get(dst_id(raw.sender_text))
         if host is None:
             raise mad_auth.MadAuthError(f"source GID {raw.sender_text} is no host of the topology")
         if host.guid not in self.keystore:
             raise mad_auth.MadAuthError(f"no CA key for {host.name}")
-        mad = mad_auth.verify(self.keystore.ca_key(host.guid).material, raw.payload, raw.sender)
+        return host, mad_auth.verify(self.keystore.ca_key(host.guid).material, raw.payload, raw.sender)
+
+    def sender(self, raw: RawMad) -> tuple[Host, Packet]:
+        """(sending host, parsed MAD) of an authentic MAD; raises MadAuthError otherwise."""
+        host, mad = self.authentic(raw)
         return host, layers.MAD(mad)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ibsec import addressing, keys, layers, mad_auth
+from ibsec import addressing, keybatch, layers, mad_auth
 from ibsec.agent.adapter import Adapter, AgentConfig
 from ibsm.keymgr import Delivery, KeyManager, KeyOptions
 from ibsm.lab import ca_keys
@@ -25,19 +25,20 @@ def test_deliveries_retries_and_acks(fat_tree: Topology) -> None:
     km = KeyManager(fat_tree, list(fat_tree.partitions), store, KeyOptions(timeout=1.0, attempts=2), clock)
     plan = km.plan()
     by_host = {h.name: [d.what for d in plan if d.host == h.name] for h in fat_tree.hosts}
-    assert by_host["h1"] == ["SM_SK", "P_SK 0x0001", "P_SK 0x7fff", "CA_SK_IJ h1-h2", "CA_SK_IJ h1-h3",
-                             "CA_SK_IJ h1-h4", "P_Key table"]
-    assert "P_SK 0x0001" not in by_host["h2"]  # not a member of compute
-    first = plan[1]
+    # one key batch (all of h1's keys fit one MAD), then the P_Key table
+    assert by_host["h1"] == [("SM_SK", "P_SK 0x0001", "P_SK 0x7fff", "CA_SK_IJ h1-h2", "CA_SK_IJ h1-h3",
+                              "CA_SK_IJ h1-h4"), ("P_Key table",)]
+    assert "P_SK 0x0001" not in by_host["h2"][0]  # not a member of compute
+    first = plan[0]
     frame = km.frame(first)
-    # what the host's agent sees: a vendor Set, authenticated under its CA_SK, the key wrapped under it too
+    # what the host's agent sees: a vendor Set, authenticated under its CA_SK, the keys wrapped under it too
     h1 = fat_tree.hosts[0]
     ca_sk = store.ca_key(h1.guid)
-    mad = mad_auth.verify_packet(ca_sk.material, Ether(frame))
-    body = mad[layers.KeyDistribution]
-    key = keys.unwrap_key(ca_sk, bytes(body.wrapped_key), keys.KeyType(body.key_type), list(body.owners))
-    assert key == km.partition_keys[1]
-    assert ca_sk.material not in frame and key.material not in frame
+    mad = bytes(mad_auth.verify_packet(ca_sk.material, Ether(frame)))[: layers.MAD_LEN]
+    got = keybatch.open_batch(ca_sk, mad[:24], mad[24:], h1.guid)
+    assert got[:3] == [km.sm_sk, km.partition_keys[1], km.partition_keys[0x7FFF]]
+    assert got[3:] == sorted((k for o, k in km.pairwise.items() if h1.guid in o), key=lambda k: k.owner)
+    assert ca_sk.material not in frame and all(k.material not in frame for k in got)
     clock.now = 0.5
     assert km.due() == ([], [])
     clock.now = 1.1
@@ -45,15 +46,40 @@ def test_deliveries_retries_and_acks(fat_tree: Topology) -> None:
     km.frame(first)
     assert first.attempts == 2 and len(set(first.tids)) == 2  # a retry never reuses a TransactionID
     clock.now = 2.2
+    assert km.due() == ([], [])  # the second attempt waits twice as long (backoff)
+    clock.now = 3.2
     assert km.due() == ([], [first])
     # only the addressed host's ACK with a TID of the delivery completes it, once
-    other = plan[2]
+    other = plan[1]
     km.frame(other)
-    reply = layers.MAD(transaction_id=other.tids[-1], r=1, method=layers.Method.GET)
-    assert km.on_response(fat_tree.hosts[1], reply) is None  # wrong host
-    assert km.on_response(h1, reply) == (other, 0)
-    assert km.on_response(h1, reply) is None  # answered once
+    tid = other.tids[-1]
+    assert km.on_response(fat_tree.hosts[1], tid, 0) is None  # wrong host
+    assert km.on_response(h1, tid, 0) == (other, 0)
+    assert km.on_response(h1, tid, 0) is None  # answered once
     assert all(k.material.hex() not in repr(km) for k in [km.sm_sk, *km.partition_keys.values()])
+
+
+def test_window_bounds_the_mads_outstanding(fat_tree: Topology) -> None:
+    """At most ``window`` MADs wait for an ACK; each ACK (or give-up) lets the next one go, in plan order."""
+    store = ca_keys(fat_tree)
+    clock = Clock()
+    km = KeyManager(fat_tree, list(fat_tree.partitions), store, KeyOptions(window=3, attempts=1), clock)
+    plan = km.plan()
+    assert km.sendable() == plan[:3]
+    for delivery in km.sendable():
+        km.frame(delivery)
+    assert km.sendable() == [] and km.outstanding() == len(plan)
+    host = next(h for h in fat_tree.hosts if h.name == plan[1].host)
+    assert km.on_response(host, plan[1].tids[0], 0) == (plan[1], 0)
+    assert km.sendable() == [plan[3]]
+    clock.now = 1.1
+    assert km.due() == ([], [plan[0], plan[2]])  # out of attempts: no longer in the window
+    assert km.sendable() == plan[3:6] and km.outstanding() == len(plan) - 3
+
+
+def test_backoff_doubles_the_wait_up_to_its_bound() -> None:
+    options = KeyOptions(timeout=1.0, backoff=2.0, max_timeout=5.0)
+    assert [options.wait(n) for n in range(1, 6)] == [1.0, 2.0, 4.0, 5.0, 5.0]
 
 
 def test_generated_keys_survive_a_restart(fat_tree: Topology, tmp_path: Path) -> None:
@@ -69,7 +95,7 @@ def test_generated_keys_survive_a_restart(fat_tree: Topology, tmp_path: Path) ->
 
 
 def _pkey_table_delivery(km: KeyManager, host: str) -> Delivery:
-    return next(d for d in km.plan() if d.host == host and d.what == "P_Key table")
+    return next(d for d in km.plan() if d.host == host and d.what == ("P_Key table",))
 
 
 def test_pkey_table_mad_carries_each_partition_security_mode(fat_tree: Topology) -> None:
@@ -100,7 +126,7 @@ def test_agent_takes_the_partition_mode_from_the_sm_table(fat_tree: Topology, tm
     compute = agent.own_partition(0x0001)
     assert compute is not None and compute.mode == 2 and compute.full_member
     reply = mad_auth.verify_packet(store.ca_key(h1.guid).material, Ether(sent[-1]))[layers.MAD]
-    assert km.on_response(h1, reply) == (delivery, layers.MadStatus.OK)
+    assert km.on_response(h1, reply.transaction_id, reply.status) == (delivery, layers.MadStatus.OK)
 
 
 def test_replan_after_an_agent_restart(fat_tree: Topology) -> None:
@@ -120,5 +146,4 @@ def test_replan_after_an_agent_restart(fat_tree: Topology) -> None:
     assert all(d.attempts == 0 for d in fresh) and fresh[0] is not h1_old[0]
     assert [d for d in km.deliveries if d.host == "h1"] == fresh  # the earlier ones are forgotten
     assert h2 in km.deliveries and km.in_flight("h2")
-    late_ack = layers.MAD(transaction_id=h1_old[0].tids[0], r=1)
-    assert km.on_response(fat_tree.hosts[0], late_ack) is None
+    assert km.on_response(fat_tree.hosts[0], h1_old[0].tids[0], 0) is None  # a late ACK

@@ -151,7 +151,8 @@ def _replay_everything(fabric: ProcessFabric, since: float) -> None:
     sm_gid = ipaddress.IPv6Address(fabric.doc["sm"]["gid"]).packed
     to_sm = [(h, f) for h, f in fabric.capture.to_sm if f[IPV6_DST][8:] == sm_gid[8:]]
     to_hosts = [(h, f) for h, f in fabric.capture.to_host if f[IPV6_SRC] == sm_gid]
-    assert to_sm and len(to_hosts) >= 26  # at least the traps so far and every key MAD of the start
+    # at least the traps so far and every key MAD of the start: a key batch and a P_Key table per host
+    assert to_sm and len(to_hosts) >= 2 * len(fabric.host_ifaces)
     before = _sm_status(fabric)
     agents = {h: _agent_counters(fabric, h) for h in fabric.host_ifaces}
     for host, frame in to_sm:

@@ -407,17 +407,26 @@ class CtrDrbg:
     def generate_key(self, type: KeyType, owner: Sequence[int] = (), length: int = 16) -> Key:
         return Key(type, tuple(owner), self.generate(length))
 
+    def generate_keys(self, type: KeyType, owners: Sequence[Sequence[int]], length: int = 16) -> list[Key]:
+        """One key per owner tuple, as many per request as ``MAX_REQUEST`` allows: the SM's n(n-1)/2
+        pairwise keys of a large partition cost a few hundred requests, not one each."""
+        per_request = self.MAX_REQUEST // length
+        out = []
+        for start in range(0, len(owners), per_request):
+            chunk = owners[start:start + per_request]
+            material = self.generate(length * len(chunk))
+            out += [Key(type, tuple(owner), material[length * i:length * (i + 1)])
+                    for i, owner in enumerate(chunk)]
+        return out
+
 
 def generate_pairwise_keys(
     drbg: CtrDrbg, ca_ids: Sequence[int], length: int = 16
 ) -> dict[tuple[int, int], Key]:
     """The SM's n-to-n keys: one CA_SK_ij per unordered pair of CAs, keyed by (i, j) with i < j."""
     ids = sorted(set(ca_ids))
-    return {
-        (i, j): drbg.generate_key(KeyType.CA_SK_IJ, (i, j), length)
-        for n, i in enumerate(ids)
-        for j in ids[n + 1 :]
-    }
+    pairs = [(i, j) for n, i in enumerate(ids) for j in ids[n + 1 :]]
+    return dict(zip(pairs, drbg.generate_keys(KeyType.CA_SK_IJ, pairs, length), strict=True))
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ any value.
 from __future__ import annotations
 
 import enum
+import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -44,12 +45,17 @@ from scapy.fields import (
     XLongField,
     XShortField,
     XStrFixedLenField,
+    XStrLenField,
 )
 from scapy.layers.inet import UDP
 from scapy.layers.inet6 import IPv6
 from scapy.packet import Packet, Raw, bind_bottom_up, bind_layers, bind_top_down, split_bottom_up
 
 from ibsec import icrc, opcodes, rocev2
+from ibsec.keybatch import BATCH_VERSION as KEYBATCH_VERSION
+from ibsec.keybatch import CAPACITY as KEYBATCH_CAPACITY
+from ibsec.keybatch import NONCE_LEN as KEYBATCH_NONCE_LEN
+from ibsec.keybatch import TAG_LEN as KEYBATCH_TAG_LEN
 from ibsec.keys import WRAPPED_KEY_LEN, KeyType
 from ibsec.names import Mode as SecMode
 from ibsec.opcodes import Ext, Service
@@ -135,6 +141,7 @@ class VendorAttr(enum.IntEnum):
 
     KEY_DISTRIBUTION = 0x0010
     PKEY_TABLE = 0x0011
+    KEY_BATCH = 0x0012
 
 
 class NoticeType(enum.IntEnum):
@@ -846,6 +853,30 @@ class KeyDistribution(_Body):
     ]
 
 
+_KEYBATCH_SEALED_MAX = KEYBATCH_CAPACITY + KEYBATCH_TAG_LEN
+
+
+class KeyBatch(_Body):
+    """Many keys for one CA wrapped together under its CA_SK (Set), and its ACK (GetResp, ``length`` 0).
+
+    Wrapped and unwrapped by :mod:`ibsec.keybatch`, which documents the entries inside ``wrapped`` and
+    the associated data. ``wrapped`` is the ciphertext followed by the 16-byte GCM tag; a hostile
+    ``length`` dissects up to the end of the body.
+    """
+
+    name = "KeyBatch"
+    fields_desc = [
+        ByteField("version", KEYBATCH_VERSION),
+        ByteField("count", 0),
+        FieldLenField("length", None, length_of="wrapped", fmt="H",
+                      adjust=lambda p, n: max(n - KEYBATCH_TAG_LEN, 0)),
+        XStrFixedLenField("nonce", b"\x00" * KEYBATCH_NONCE_LEN, KEYBATCH_NONCE_LEN),
+        XStrLenField("wrapped", b"", length_from=lambda p: min(p.length + KEYBATCH_TAG_LEN if p.length else 0,
+                                                               _KEYBATCH_SEALED_MAX)),
+        ZeroFillField("reserved", lambda p: max(_KEYBATCH_SEALED_MAX - len(p.wrapped or b""), 0)),
+    ]
+
+
 class PKeyTable(_Body):
     """One block of up to 32 P_Keys for a port (bit 15 = full member), from the SM; echoed as the ACK.
 
@@ -871,7 +902,21 @@ class PKeyTable(_Body):
 
 VENDOR_LAYERS: dict[VendorAttr, type[Packet]] = {
     VendorAttr.KEY_DISTRIBUTION: KeyDistribution, VendorAttr.PKEY_TABLE: PKeyTable,
+    VendorAttr.KEY_BATCH: KeyBatch,
 }
+
+
+_MAD_HEADER = struct.Struct("!BBBBHHQHHI")
+
+
+def vendor_header(attribute: VendorAttr, tid: int, *, response: bool = False, status: int = 0) -> bytes:
+    """The 24-byte common header of one of our vendor MADs: a Set, or its GetResp when ``response``.
+
+    Bytes, without Scapy: the SM seals thousands of key batches and the agent answers each, and the
+    header is the key batch's associated data (:mod:`ibsec.keybatch`)."""
+    method = (0x80 | Method.GET) if response else Method.SET
+    return _MAD_HEADER.pack(MAD_BASE_VERSION, MgmtClass.IBSEC_VENDOR, CLASS_VERSIONS[MgmtClass.IBSEC_VENDOR],
+                            method, status, 0, tid, attribute, 0, 0)
 
 
 def pkey_entry(pkey: int, full_member: bool = True) -> int:

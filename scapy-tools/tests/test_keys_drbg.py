@@ -66,3 +66,15 @@ def test_pairwise_keys_cover_every_pair_once() -> None:
     assert sorted(keys) == [(1, 3), (1, 5), (3, 5)]
     assert all(k.type is KeyType.CA_SK_IJ and k.owner == pair for pair, k in keys.items())
     assert len({k.material for k in keys.values()}) == 3
+
+
+def test_keys_in_bulk_are_the_generate_output_cut_per_key() -> None:
+    """generate_keys takes MAX_REQUEST bytes per request (4096 16-byte keys), each key its own slice."""
+    entropy = bytes(range(32))
+    owners = [(i, i + 1) for i in range(4097)]
+    bulk = CtrDrbg(entropy).generate_keys(KeyType.CA_SK_IJ, owners)
+    reference = CtrDrbg(entropy)
+    first, second = reference.generate(CtrDrbg.MAX_REQUEST), reference.generate(16)
+    assert [k.owner for k in bulk] == owners and {k.type for k in bulk} == {KeyType.CA_SK_IJ}
+    assert b"".join(k.material for k in bulk) == first + second
+    assert len({k.material for k in bulk}) == len(bulk)

@@ -14,7 +14,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from ibsec import addressing, icrc, keys, mad_auth, opcodes, rocev2, transport
+from ibsec import addressing, icrc, keybatch, keys, mad_auth, opcodes, rocev2, transport
 from ibsec import layers as L
 from ibsec import wireshark as ws
 from ibsec.agent import cm
@@ -220,7 +220,9 @@ def trailer(frame: bytes) -> tuple[str, str]:
 MAD_FIELDS = [
     "ibsec.mad_auth.nonce", "ibsec.mad_auth.tag", "ibsec.vendor.attribute", "ibsec.vendor.status",
     "ibsec.vendor.ack", "ibsec.keydist.key_type", "ibsec.keydist.owner_count", "ibsec.keydist.pkey",
-    "ibsec.keydist.key_id", "ibsec.keydist.owner", "ibsec.keydist.wrapped_key", "ibsec.pkeytable.block",
+    "ibsec.keydist.key_id", "ibsec.keydist.owner", "ibsec.keydist.wrapped_key", "ibsec.keybatch.version",
+    "ibsec.keybatch.count", "ibsec.keybatch.length", "ibsec.keybatch.nonce", "ibsec.keybatch.wrapped",
+    "ibsec.pkeytable.block",
     "ibsec.pkeytable.port", "ibsec.pkeytable.num_entries", "ibsec.pkeytable.pkey",
     "ibsec.pkeytable.full_member", "ibsec.pkeytable.secmode", "ibsec.notice.ext_version",
     "ibsec.notice.recv_port", "ibsec.mf",
@@ -235,6 +237,8 @@ def test_every_mad_kind_decodes_field_by_field(tmp_path: Path) -> None:
     ca_sk = keys.Key.generate(keys.KeyType.CA_SK, (1,))
     p_sk = keys.Key.generate(keys.KeyType.P_SK, (0x8001,))
     wrapped = keys.wrap_key(ca_sk, p_sk)
+    batch_header = L.vendor_header(L.VendorAttr.KEY_BATCH, 15)
+    batch_body = keybatch.seal(ca_sk, batch_header, [keys.Key.generate(keys.KeyType.SM_SK), p_sk], 1)
     sk_blob, n0 = os.urandom(keys.WRAPPED_KEY_LEN), os.urandom(12)
     private = L.IbsecPrivateData(secmode=4, n0=n0, wrapped_key=sk_blob)
     vendor = L.MgmtClass.IBSEC_VENDOR
@@ -272,6 +276,9 @@ def test_every_mad_kind_decodes_field_by_field(tmp_path: Path) -> None:
         "key rejected": L.MAD(mgmt_class=vendor, transaction_id=13, r=1, method=L.Method.GET,
                               status=L.MadStatus.KEY_REJECTED, attribute_id=L.VendorAttr.KEY_DISTRIBUTION)
         / L.KeyDistribution(key_type=keys.KeyType.CA_SK_IJ, owners=[1, 2], key_id=4),
+        "key batch": L.MAD(batch_header + batch_body),
+        "key batch ack": L.MAD(L.vendor_header(L.VendorAttr.KEY_BATCH, 15, response=True)
+                               + keybatch.ack_body(batch_body)),
         "P_Key table": L.MAD(transaction_id=14) / L.PKeyTable(
             block=1, port=1, pkeys=[L.pkey_entry(0x7FFF), L.pkey_entry(0x0002, False), L.pkey_entry(0x0003)],
             secmodes=[0, 3, 4]),
@@ -310,6 +317,13 @@ def test_every_mad_kind_decodes_field_by_field(tmp_path: Path) -> None:
     assert (one(ack, "ibsec.vendor.ack"), one(ack, "ibsec.keydist.wrapped_key")) == ("1", bytes(64).hex())
     assert one(rejected, "ibsec.vendor.status") == "0x0100"
     assert rejected["ibsec.keydist.owner"] == [f"{1:032x}", f"{2:032x}"]
+    batch, batch_ack = got["key batch"], got["key batch ack"]
+    names = ("version", "count", "length", "nonce", "wrapped")
+    assert [one(batch, f"ibsec.keybatch.{f}") for f in names] == \
+        ["1", "2", "52", batch_body[4:16].hex(), batch_body[16:16 + 52 + 16].hex()]
+    assert (one(batch, "ibsec.vendor.attribute"), one(batch, "ibsec.vendor.ack")) == ("0x0012", "0")
+    assert [one(batch_ack, f"ibsec.keybatch.{f}") for f in ("count", "length")] == ["2", "0"]
+    assert batch_ack["ibsec.keybatch.wrapped"] == [] and one(batch_ack, "ibsec.vendor.ack") == "1"
     table = got["P_Key table"]
     assert [one(table, f"ibsec.pkeytable.{f}") for f in ("block", "port", "num_entries")] == ["1", "1", "3"]
     assert table["ibsec.pkeytable.pkey"] == ["0xffff", "0x0002", "0x8003"]
@@ -324,9 +338,13 @@ def test_a_table_with_a_reserved_mode_and_an_ack_echoing_key_bytes_are_flagged(t
     table = L.MAD(transaction_id=1) / L.PKeyTable(port=1, pkeys=[L.pkey_entry(1)], secmodes=[7])
     echo = L.MAD(transaction_id=2, r=1, method=L.Method.GET) / L.KeyDistribution(
         key_type=keys.KeyType.P_SK, owners=[1], wrapped_key=b"\x01" * 64)
-    got = read(tmp_path, [mad_frame(table), mad_frame(echo)], ["_ws.expert.message"])
+    header = L.vendor_header(L.VendorAttr.KEY_BATCH, 3, response=True)
+    batch_echo = L.MAD(header + keybatch.seal(keys.Key.generate(keys.KeyType.CA_SK, (1,)), header,
+                                              [keys.Key.generate(keys.KeyType.SM_SK)], 1))
+    got = read(tmp_path, [mad_frame(table), mad_frame(echo), mad_frame(batch_echo)], ["_ws.expert.message"])
     assert any("Security mode above 4" in m for m in got[0]["_ws.expert.message"])
     assert any("echoes key bytes" in m for m in got[1]["_ws.expert.message"])
+    assert any("echoes key bytes" in m for m in got[2]["_ws.expert.message"])
 
 
 # ---- the marking field without a topology file: digits and vectors from the preferences -------------------

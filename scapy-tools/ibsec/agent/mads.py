@@ -1,8 +1,9 @@
 """QP1: management datagrams to and from this port (DESIGN section 4).
 
-In: CM MADs go to :mod:`.cm`; the SM's vendor MADs (key distribution, P_Key table) are accepted only with
-a valid authentication trailer under this CA's key CA_SK and a TransactionID newer than the last one
-(``ibsec.mad_auth``), and are answered with an authenticated GetResp (key bytes zeroed).
+In: CM MADs go to :mod:`.cm`; the SM's vendor MADs (key batch, single key, P_Key table) are accepted only
+with a valid authentication trailer under this CA's key CA_SK and a TransactionID newer than the last one
+(``ibsec.mad_auth``), and are answered with an authenticated GetResp (key bytes zeroed). A key batch
+(:mod:`ibsec.keybatch`) is taken whole or refused whole (``key_batches_refused``).
 Out: traps 257 / 258 and the security trap, authenticated under CA_SK, addressed to the SM's GID, at most
 one per suppression window per (source, key) (:class:`.traps.RateLimiter`); and, from start until the
 SM's P_Key table arrives (the last thing it provisions), the port-up notice with this start's random boot
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING
 from scapy.layers.l2 import Ether
 from scapy.packet import Packet
 
-from ibsec import icrc, keys, layers, mad_auth, rocev2
+from ibsec import icrc, keybatch, keys, layers, mad_auth, rocev2
 from ibsec.builder import mac_of
 
 from .counters import Drop, Outcome, Taken
@@ -98,10 +99,12 @@ class ManagementAgent:
             return Drop.REPLAY
         except mad_auth.MadAuthError:
             return Drop.BAD_AUTH
+        self.sm_mac = view.src_mac  # an authentic MAD from the SM: its frames come from there
+        if int.from_bytes(payload[16:18], "big") == layers.VendorAttr.KEY_BATCH:
+            return self._take_batch(view.src_gid, payload[: layers.MAD_LEN], ca_sk)
         mad = self._dissect(view)
         if mad is None:
             return Drop.MALFORMED
-        self.sm_mac = view.src_mac  # an authentic MAD from the SM: its frames come from there
         body = mad.payload
         if isinstance(body, layers.KeyDistribution):
             status = self._take_key(body, ca_sk)
@@ -114,6 +117,29 @@ class ManagementAgent:
                               transaction_id=mad.transaction_id, attribute_id=mad.attribute_id,
                               attribute_modifier=mad.attribute_modifier) / body.copy()
         self._send_authenticated(sender, bytes(response)[: layers.MAD_LEN], ca_sk)
+        return Taken.MAD if status == layers.MadStatus.OK else Drop.MALFORMED
+
+    def _take_batch(self, sender: bytes, mad: bytes, ca_sk: keys.Key) -> Outcome:
+        """A key batch (authentic and fresh): unwrapped whole or refused whole, answered with one ACK that
+        carries no key bytes. Bytes, not Scapy: a fabric's distribution is thousands of these."""
+        header, body = mad[: keybatch.MAD_HEADER_LEN], mad[keybatch.MAD_HEADER_LEN:]
+        try:
+            batch = keybatch.open_batch(ca_sk, header, body, self.adapter.guid)
+        except keybatch.KeyBatchError as err:
+            self.adapter.counters.bump("key_batches_refused")
+            log.warning("key batch from the SM refused: %s", err)
+            status = int(layers.MadStatus.KEY_REJECTED)
+        else:
+            for key in batch:
+                self.adapter.keyring.add(key)
+            self.adapter.counters.bump("key_batches_received")
+            self.adapter.counters.bump("keys_received", len(batch))
+            if log.isEnabledFor(logging.INFO):  # a fabric's distribution is thousands of batches
+                log.info("key batch received from the SM: %s", ", ".join(map(repr, batch)))
+            status = int(layers.MadStatus.OK)
+        tid = int.from_bytes(header[8:16], "big")
+        ack = layers.vendor_header(layers.VendorAttr.KEY_BATCH, tid, response=True, status=status)
+        self._send_authenticated(sender, ack + keybatch.ack_body(body), ca_sk)
         return Taken.MAD if status == layers.MadStatus.OK else Drop.MALFORMED
 
     def _take_key(self, body: Packet, ca_sk: keys.Key) -> int:
@@ -231,8 +257,8 @@ class ManagementAgent:
         ad.counters.bump(counter)
         log.info("%s sent to the SM", what)
 
-    def _send_authenticated(self, dst_gid: str, mad: bytes, key: keys.Key) -> None:
-        payload = mad_auth.seal(key.material, mad, self.adapter.gid)
+    def _send_authenticated(self, dst_gid: str | bytes, mad: bytes, key: keys.Key) -> None:
+        payload = mad_auth.seal(key.material, mad, self.adapter.builder.gid)
         self.adapter.transmit(self.adapter.builder.mad_frame(dst_gid, 0xFFFF, payload, self.sm_mac))
 
     def _next_tid(self) -> int:

@@ -60,7 +60,8 @@ local IBSEC_SERVICE_ID_HIGH = 0x1B5EC000 -- top 32 bits of our CM ServiceIDs; th
 local CLASS_SUBN_LID, CLASS_SUBN_DIR, CLASS_CM, CLASS_VENDOR = 0x01, 0x81, 0x07, 0x0E
 local ATTR_NOTICE = 0x0002
 local CM_REQ, CM_REP, CM_SIDR_REQ, CM_SIDR_REP = 0x0010, 0x0013, 0x0017, 0x0018
-local ATTR_KEY_DISTRIBUTION, ATTR_PKEY_TABLE = 0x0010, 0x0011
+local ATTR_KEY_DISTRIBUTION, ATTR_PKEY_TABLE, ATTR_KEY_BATCH = 0x0010, 0x0011, 0x0012
+local KEY_BATCH_MAX = 200 + 16  -- entries (ibsec.keybatch.CAPACITY) and the GCM tag
 local PKEY_BLOCK_ENTRIES, MAX_KEY_OWNERS = 32, 4
 local PRIVATE_DATA_VERSION = 1
 
@@ -74,7 +75,8 @@ local MODE_COVERS = {
 }
 local KEY_TYPES = {[1] = "CA_SK", [2] = "SM_SK", [3] = "P_SK", [4] = "CA_SK_IJ", [5] = "SK", [6] = "DERIVED",
                    [7] = "STORE", [8] = "MEMORY"}
-local VENDOR_ATTRS = {[ATTR_KEY_DISTRIBUTION] = "KeyDistribution", [ATTR_PKEY_TABLE] = "PKeyTable"}
+local VENDOR_ATTRS = {[ATTR_KEY_DISTRIBUTION] = "KeyDistribution", [ATTR_PKEY_TABLE] = "PKeyTable",
+                      [ATTR_KEY_BATCH] = "KeyBatch"}
 local MAD_STATUS = {[0x0000] = "OK", [0x0004] = "bad version", [0x0008] = "unsupported method",
                     [0x000C] = "unsupported method/attribute", [0x001C] = "invalid attribute value",
                     [0x0100] = "key rejected"}
@@ -500,6 +502,12 @@ local F = {
     kd_key_id = ProtoField.uint32("ibsec.keydist.key_id", "Key id (generation)", base.DEC),
     kd_owner = ProtoField.bytes("ibsec.keydist.owner", "Owner id"),
     kd_wrapped = ProtoField.bytes("ibsec.keydist.wrapped_key", "Wrapped key (opaque: AES-GCM key wrap)"),
+    kb_version = ProtoField.uint8("ibsec.keybatch.version", "Key batch version", base.DEC),
+    kb_count = ProtoField.uint8("ibsec.keybatch.count", "Keys", base.DEC),
+    kb_length = ProtoField.uint16("ibsec.keybatch.length", "Wrapped entries length", base.DEC),
+    kb_nonce = ProtoField.bytes("ibsec.keybatch.nonce", "Nonce"),
+    kb_wrapped = ProtoField.bytes("ibsec.keybatch.wrapped",
+                                  "Wrapped entries and tag (opaque: AES-GCM under CA_SK_i)"),
     pt_block = ProtoField.uint16("ibsec.pkeytable.block", "Block", base.DEC),
     pt_port = ProtoField.uint8("ibsec.pkeytable.port", "Port", base.DEC),
     pt_entries = ProtoField.uint8("ibsec.pkeytable.num_entries", "Entries", base.DEC),
@@ -1018,6 +1026,24 @@ local function add_key_distribution(tree, pinfo, src, data, ack)
                                       src(data + 4, 4):uint()))
 end
 
+local function add_key_batch(tree, pinfo, src, data, ack)
+    tree:add(F.kb_version, src(data, 1))
+    tree:add(F.kb_count, src(data + 1, 1))
+    tree:add(F.kb_length, src(data + 2, 2))
+    tree:add(F.kb_nonce, src(data + 4, 12))
+    local length = src(data + 2, 2):uint()
+    if ack then
+        -- an ACK carries no nonce, no length and no key bytes: anything else is flagged
+        if length ~= 0 or not all_zero(src(data + 4, 228)) then
+            tree:add_proto_expert_info(E.key_echo)
+        end
+    elseif length > 0 then
+        tree:add(F.kb_wrapped, src(data + 16, math.min(length + 16, KEY_BATCH_MAX)))
+    end
+    pinfo.cols.info:set(string.format("ibsec KeyBatch %s %d keys", ack and "ack" or "Set",
+                                      src(data + 1, 1):uint()))
+end
+
 local function add_pkey_table(tree, pinfo, src, data, ack)
     tree:add(F.pt_block, src(data, 2))
     tree:add(F.pt_port, src(data + 2, 1))
@@ -1081,6 +1107,8 @@ local function add_mad(tree, pinfo, r, f)
         t:add(F.vendor_ack, ack):set_generated()
         if attr == ATTR_KEY_DISTRIBUTION then
             add_key_distribution(t, pinfo, src, mad + 24, ack)
+        elseif attr == ATTR_KEY_BATCH then
+            add_key_batch(t, pinfo, src, mad + 24, ack)
         else
             add_pkey_table(t, pinfo, src, mad + 24, ack)
         end

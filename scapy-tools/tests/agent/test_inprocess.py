@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from ibsec import addressing, icrc, keys, layers, mad_auth, transport
+from ibsec import addressing, icrc, keybatch, keys, layers, mad_auth, transport
 from ibsec.agent import mads
 from ibsec.agent.adapter import MAX_QPS, SEND_WINDOW, Adapter, AdapterError, AgentConfig
 from ibsec.agent.counters import Drop
@@ -134,6 +134,53 @@ def test_sm_vendor_mads_set_keys_and_pkeys_only_when_authentic_and_fresh(
     drops = a.counters.snapshot()["drops"]
     assert drops["bad_auth"] == 1 and drops["replay"] == 1
     assert a.counters.stat("internal_errors") == 0  # neither was dissected
+
+
+def _batch_frame(body: bytes, key: keys.Key, dst: str, tid: int) -> bytes:
+    header = layers.vendor_header(layers.VendorAttr.KEY_BATCH, tid)
+    sm = Builder(bytes.fromhex(addressing.host_mac(SM_INDEX).replace(":", "")), gid_bytes(SM_GID))
+    return sm.mad_frame(dst, 0xFFFF, mad_auth.seal(key.material, header + body, SM_GID))
+
+
+def test_key_batch_taken_whole_acked_once_and_never_echoed(loop: Loopback) -> None:
+    a, b = loop.adapters
+    ca_sk = loop.ca_keys[0]
+    batch = [keys.Key.generate(keys.KeyType.SM_SK), keys.Key.generate(keys.KeyType.P_SK, (0x8123,)),
+             keys.Key.generate(keys.KeyType.CA_SK_IJ, tuple(sorted((a.guid, b.guid))))]
+    header = layers.vendor_header(layers.VendorAttr.KEY_BATCH, 30)
+    a.receive(_batch_frame(keybatch.seal(ca_sk, header, batch, a.guid), ca_sk, a.gid, 30))
+    assert a.keyring.sm_sk == batch[0] and a.keyring.partition_key(0x8123) == batch[1]
+    assert a.keyring.pairwise_key(b.guid) == batch[2]
+    assert (a.counters.stat("keys_received"), a.counters.stat("key_batches_received")) == (3, 1)
+    (ack,) = _replies_to_sm(loop, 0)
+    assert (ack.r, ack.status, ack.transaction_id, ack[layers.KeyBatch].count) == (1, 0, 30, 3)
+    assert all(k.material not in f for k in batch for f in loop.frames)
+
+
+def test_key_batch_tampered_or_replayed_is_refused_and_counted(loop: Loopback) -> None:
+    """A batch whose wrap fails (authentic trailer: only the SM could send it) is refused whole with
+    KEY_REJECTED and counted; one flipped bit on the wire fails the trailer; a replay is dropped."""
+    a = loop.adapters[0]
+    ca_sk = loop.ca_keys[0]
+    key = keys.Key.generate(keys.KeyType.P_SK, (0x8124,))
+    header = layers.vendor_header(layers.VendorAttr.KEY_BATCH, 40)
+    body = bytearray(keybatch.seal(ca_sk, header, [key], a.guid))
+    body[20] ^= 0x01  # a ciphertext bit
+    a.receive(_batch_frame(bytes(body), ca_sk, a.gid, 40))
+    (ack,) = _replies_to_sm(loop, 0)
+    assert (ack.status, ack.transaction_id) == (layers.MadStatus.KEY_REJECTED, 40)
+    assert a.counters.stat("key_batches_refused") == 1 and a.counters.stat("keys_received") == 0
+    header = layers.vendor_header(layers.VendorAttr.KEY_BATCH, 41)
+    good = _batch_frame(keybatch.seal(ca_sk, header, [key], a.guid), ca_sk, a.gid, 41)
+    flipped = bytearray(good)
+    flipped[len(good) - 4 - 28 - 100] ^= 0x01  # inside the MAD body, ICRC made good: the trailer fails
+    a.receive(icrc.with_icrc(bytes(flipped)))
+    assert a.counters.snapshot()["drops"]["bad_auth"] == 1 and a.counters.stat("keys_received") == 0
+    a.receive(good)
+    a.receive(good)  # replayed
+    assert a.counters.snapshot()["drops"]["replay"] == 1
+    assert a.counters.stat("keys_received") == 1 and a.keyring.partition_key(0x8124) == key
+    assert [m.status for m in _replies_to_sm(loop, 0)] == [layers.MadStatus.KEY_REJECTED, layers.MadStatus.OK]
 
 
 def _replies_to_sm(loop: Loopback, index: int) -> list[Packet]:
