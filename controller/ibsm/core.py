@@ -204,9 +204,9 @@ class SubnetManager:
         await self._adopt(sw, existing)
         diff = await reconcile(sw, self.wanted(sw.name), existing)
         spread = entries.spread_default(self.plan.adaptive)
-        await sw.write([~spread])
-        await sw.write([~m for m in entries.punt_meters(self.plan.switches[sw.name], self.options.punt_rate,
-                                                         self.options.punt_burst)])
+        meters = entries.punt_meters(self.plan.switches[sw.name], self.options.punt_rate,
+                                     self.options.punt_burst)
+        await sw.write([~spread, *(~m for m in meters)])  # one WriteRequest: one round trip per switch
         was = self.state.get(sw.name)
         self.state[sw.name] = "up"
         fields = {"switch": sw.name, "inserted": diff.inserted, "modified": diff.modified,
