@@ -289,9 +289,10 @@ def section(rows: Sequence[dict[str, Any]], plot_path: Path, command: str,
     tables = [table(rows)]
     if keys is not None:
         tables.append(key_table(keys))
-        checks[f"{keys.cas} CAs: every pairwise key generated, sent, unwrapped and ACKed within "
-               f"{KEY_BOUND:.0f}x the paper's second of CPU (issue 17)"] = \
-            keys.acked == keys.mads and keys.total.cpu <= KEY_BOUND * bench_keys.PAPER_CLAIM_S
+        checks[f"{keys.cas} CAs: every key batch ACKed"] = keys.acked == keys.mads
+        # the paper's claim is the SM's: generate and send; the CAs' side is in the table beside it
+        checks[f"{keys.cas} CAs: the SM generates and sends every pairwise key within {KEY_BOUND:.0f}x "
+               f"the paper's second of CPU (issue 17)"] = keys.sm.cpu <= KEY_BOUND * bench_keys.PAPER_CLAIM_S
     rel = os.path.relpath(plot_path, REPO / "docs")
     return Section(KEY, TITLE, "Lee & Kim evaluate marking on fabrics of hundreds to thousands of nodes and "
                    "claim the SM generates and sends every pairwise key of a 1,024-CA partition in about a "

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from ibsm import bench_keys
 
 from evaluation import procstats, scale
 
@@ -98,3 +99,17 @@ def test_the_report_holds_the_biggest_size_to_issue_17s_targets(tmp_path: Path) 
         "torus-8x8: <= 40 MiB PSS per switch-and-host pair (issue 17)": True}
     assert list(got.limits) == ["torus-8x8: keys <= 10 s after ready (issue 17)"]
     assert [row[0] for row in got.tables[0].rows] == ["torus-4x4", "torus-8x8"]
+
+
+def test_the_report_holds_the_key_bench_to_the_papers_second(tmp_path: Path) -> None:
+    cost = bench_keys.Cost(wall=3.0, cpu=2.0)
+    bench = bench_keys.KeyBench(cas=1024, keys=10, mads=4, generate=cost, send=cost, receive=cost,
+                                acks=cost, acked=4)
+    got = scale.section([], tmp_path / "scale.png", "python -m evaluation.scale", bench)
+    assert got.checks == {
+        "1024 CAs: every key batch ACKed": True,
+        "1024 CAs: the SM generates and sends every pairwise key within 10x the paper's second of CPU "
+        "(issue 17)": True}
+    keys_table = got.tables[1]
+    assert [row[0] for row in keys_table.rows] == [name for name, _ in bench.rows()]
+    assert keys_table.rows[2][1:] == ["6.00", "4.00", "4.0"]  # SM: generate + send, wall, CPU, x paper
