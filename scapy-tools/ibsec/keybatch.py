@@ -36,8 +36,7 @@ from collections.abc import Sequence
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from ibsec.agent.keyring import pair_owner
-from ibsec.keys import KEY_LENGTHS, Key, KeyType
+from ibsec.keys import KEY_LENGTHS, Key, KeyType, pair_owner
 
 BATCH_VERSION = 1
 MAD_HEADER_LEN = 24

@@ -113,6 +113,11 @@ class Key:
         return hash((self.type, self.owner, len(self.material)))
 
 
+def pair_owner(guid_a: int, guid_b: int) -> tuple[int, int]:
+    """Owner ids of CA_SK_ij: the two GUIDs, smaller first (CA_SK_ij = CA_SK_ji)."""
+    return (min(guid_a, guid_b), max(guid_a, guid_b))
+
+
 def wrapped_len(key_len: int = WRAP_MAX_KEY_LEN) -> int:
     """Length of the wrap blob of a key of ``key_len`` bytes: always ``WRAPPED_KEY_LEN``."""
     if key_len not in KEY_LENGTHS:

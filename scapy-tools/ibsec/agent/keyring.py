@@ -69,8 +69,3 @@ class Keyring:
                 "partitions": sorted(f"{p:#06x}" for p in self._partition),
                 "pairwise_peers": sorted(f"{g:#018x}" for g in self._pairwise),
             }
-
-
-def pair_owner(guid_a: int, guid_b: int) -> tuple[int, int]:
-    """Owner ids of CA_SK_ij: the two GUIDs, smaller first (CA_SK_ij = CA_SK_ji)."""
-    return (min(guid_a, guid_b), max(guid_a, guid_b))
