@@ -231,6 +231,8 @@ def refused_table(scope: list[Outcome], heading: str) -> list[str]:
             groups.setdefault(construct_group(o.compile["construct"]), []).append(o.program.name)
     ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
     rows = [f"| {_cell(what)} | {len(names)}: {', '.join(sorted(names))} |" for what, names in ordered]
+    if not rows:
+        return ["None: nothing is refused."]
     return [f"| {heading} | programs |", "|---|---|", *rows]
 
 
