@@ -24,8 +24,9 @@ alike. It prints, side by side and as ratios:
   window of frames in flight instead. CPU is the subject process's CPU time per frame forwarded,
   steadier than rates on a shared machine; 1 / CPU is the rate the subject would reach with a core to
   itself;
-- per-hop latency at low load: one frame at a time, a few milliseconds apart, from just before the send
-  to the kernel's receive timestamp on the other veth (median and 99th percentile);
+- per-hop latency at low load: one frame at a time, a few milliseconds apart, the subjects in a rotating
+  order, from just before the send to the kernel's receive timestamp on the other veth (median and 99th
+  percentile);
 - the cost of --pcap (both ports captured) on the native engine, main.p4, 128-byte frames;
 - the CPU of idle switches: N native p4switch processes (main.p4, two ports each), together, as a share
   of one core;
@@ -260,13 +261,17 @@ def one_way(subject: Subject, frame: bytes) -> float | None:
 
 def latencies(subjects: list[Subject], frame: bytes, count: int, gap: float = 0.002) -> list[list[float]]:
     """One-way microseconds per subject of ``count`` numbered frames, the subjects taking turns, one frame
-    at a time ``gap`` seconds apart (low load)."""
+    at a time ``gap`` seconds apart (low load). The order of the turns rotates every round, so each subject
+    follows each other one equally often: a lone frame's latency is mostly cache misses, and the subject
+    that always came right after the Python engine's or BMv2's turn found the caches they had evicted
+    while the next one found the kernel's paths just warmed."""
     out: list[list[float]] = [[] for _ in subjects]
     for n in range(count):
         numbered = frame[:-4] + n.to_bytes(4, "big")
-        for subject, values in zip(subjects, out, strict=True):
-            if (us := one_way(subject, numbered)) is not None:
-                values.append(us)
+        first = n % len(subjects)
+        for i in [*range(first, len(subjects)), *range(first)]:
+            if (us := one_way(subjects[i], numbered)) is not None:
+                out[i].append(us)
             time.sleep(gap)
     return out
 
