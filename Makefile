@@ -4,7 +4,7 @@ PY      := $(VENV)/bin/python
 TARGET  ?= p4switch
 PYTEST_ARGS ?=
 # benchmark modules, each runnable as `python -m MODULE`; every part adds its own
-BENCHES ?= p4switch.bench p4switch.runtime.bench p4switch.frontend.bench ibsec.bench_transport ibsec.bench_skc ibsm.bench ibsm.bench_keys ibsec.agent.bench
+BENCHES ?= p4switch.bench p4switch.runtime.bench p4switch.frontend.bench ibsec.bench_transport ibsec.bench_skc ibsm.bench evaluation.key_bench ibsec.agent.bench
 
 .PHONY: help setup lint test bench demo eval fuzz scale wireshark clean conformance conformance-docs \
 	conformance-bmv2 conformance-bmv2-docs

@@ -28,11 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from ibsec.polling import poll_until
-from ibsm import bench_keys
 
 from topologies import demo, fabrics, network, run
 
-from . import procstats, report
+from . import key_bench, procstats, report
 from .common import PROFILES, Context, Section, Table, plt
 
 REPO = Path(__file__).resolve().parent.parent
@@ -236,12 +235,12 @@ def print_table(rows: Sequence[dict[str, Any]]) -> None:
             print(f"{r['fabric']}: {r.get('error') or r.get('skipped')}")
 
 
-def key_table(bench: bench_keys.KeyBench) -> Table:
-    """The 1,024-CA key distribution (``ibsm.bench_keys``): seconds per phase against the paper's one."""
-    return Table(f"{bench.cas}-CA key distribution, every pairwise key (python -m ibsm.bench_keys): "
+def key_table(bench: key_bench.KeyBench) -> Table:
+    """The 1,024-CA key distribution (``evaluation.key_bench``): seconds per phase against the paper's one."""
+    return Table(f"{bench.cas}-CA key distribution, every pairwise key (python -m evaluation.key_bench): "
                  f"{bench.keys} keys in {bench.mads} MADs, {bench.acked} ACKed",
                  ["phase", "wall s", "CPU s", "x paper (1 s), by CPU"],
-                 [[name, f"{cost.wall:.2f}", f"{cost.cpu:.2f}", f"{cost.cpu / bench_keys.PAPER_CLAIM_S:.1f}"]
+                 [[name, f"{cost.wall:.2f}", f"{cost.cpu:.2f}", f"{cost.cpu / key_bench.PAPER_CLAIM_S:.1f}"]
                   for name, cost in bench.rows()])
 
 
@@ -270,7 +269,7 @@ def plot(rows: Sequence[dict[str, Any]], path: Path) -> None:
 
 
 def section(rows: Sequence[dict[str, Any]], plot_path: Path, command: str,
-            keys: bench_keys.KeyBench | None = None) -> Section:
+            keys: key_bench.KeyBench | None = None) -> Section:
     launched = [r for r in rows if r.get("ready_s") is not None]
     biggest = max(launched, key=lambda r: r["switches"], default=None)
     checks: dict[str, bool] = {}
@@ -292,7 +291,7 @@ def section(rows: Sequence[dict[str, Any]], plot_path: Path, command: str,
         checks[f"{keys.cas} CAs: every key batch ACKed"] = keys.acked == keys.mads
         # the paper's claim is the SM's: generate and send; the CAs' side is in the table beside it
         checks[f"{keys.cas} CAs: the SM generates and sends every pairwise key within {KEY_BOUND:.0f}x "
-               f"the paper's second of CPU (issue 17)"] = keys.sm.cpu <= KEY_BOUND * bench_keys.PAPER_CLAIM_S
+               f"the paper's second of CPU (issue 17)"] = keys.sm.cpu <= KEY_BOUND * key_bench.PAPER_CLAIM_S
     rel = os.path.relpath(plot_path, REPO / "docs")
     return Section(KEY, TITLE, "Lee & Kim evaluate marking on fabrics of hundreds to thousands of nodes and "
                    "claim the SM generates and sends every pairwise key of a 1,024-CA partition in about a "
@@ -350,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     ctx = Context(PROFILES["quick"], out)
     rows = run_ladder(sizes, out, lambda line: ctx.progress("scale", line), args.mib_per_node)
-    keys = bench_keys.run(args.key_cas) if args.key_cas > 0 else None
+    keys = key_bench.run(args.key_cas) if args.key_cas > 0 else None
     columns = list(dict.fromkeys(key for row in rows for key in row))
     ctx.write_csv("scale", [{key: row.get(key, "") for key in columns} for row in rows])
     plot(rows, args.plot)
@@ -359,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
         report.splice(args.doc, section(rows, args.plot, command, keys), out, REPO)
     print_table(rows)
     if keys is not None:
-        print("\n".join(bench_keys.report(keys)))
+        print("\n".join(key_bench.report(keys)))
     return 0 if all(r.get("trace_right") for r in rows if "skipped" not in r) else 1
 
 

@@ -13,9 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from ibsm import bench_keys
 
-from evaluation import procstats, scale
+from evaluation import key_bench, procstats, scale
 
 SHARED_MIB = 64
 FORKER = textwrap.dedent(f"""
@@ -102,8 +101,8 @@ def test_the_report_holds_the_biggest_size_to_issue_17s_targets(tmp_path: Path) 
 
 
 def test_the_report_holds_the_key_bench_to_the_papers_second(tmp_path: Path) -> None:
-    cost = bench_keys.Cost(wall=3.0, cpu=2.0)
-    bench = bench_keys.KeyBench(cas=1024, keys=10, mads=4, generate=cost, send=cost, receive=cost,
+    cost = key_bench.Cost(wall=3.0, cpu=2.0)
+    bench = key_bench.KeyBench(cas=1024, keys=10, mads=4, generate=cost, send=cost, receive=cost,
                                 acks=cost, acked=4)
     got = scale.section([], tmp_path / "scale.png", "python -m evaluation.scale", bench)
     assert got.checks == {

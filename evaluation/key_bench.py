@@ -1,4 +1,4 @@
-"""``python -m ibsm.bench_keys``: every pairwise key of a 1,024-CA partition, generated and delivered.
+"""``python -m evaluation.key_bench``: every pairwise key of a 1,024-CA partition, generated and delivered.
 
 Lee & Kim claim the SM generates and sends every CA_SK_ij of a 1,024-CA partition in about a second.
 This runs the SM's real key manager (``ibsm.keymgr``: AES-CTR DRBG, key batches under each CA_SK, the
@@ -13,7 +13,8 @@ one batch after the other, so the time is what the two sides' code costs on one 
 - SM ACKs: every ACK parsed, authenticated and matched.
 
 The table says how many times the paper's second each took. A benchmark, not a test: nothing here is
-asserted (``controller/tests/test_keymgr.py`` checks the mechanisms).
+asserted (``controller/tests/test_keymgr.py`` and ``evaluation/tests/test_key_bench.py`` check the
+mechanisms).
 """
 
 from __future__ import annotations
@@ -28,11 +29,10 @@ from pathlib import Path
 
 from ibsec import addressing
 from ibsec.agent.adapter import Adapter, AgentConfig
-
-from .keymgr import KeyManager, KeyOptions
-from .lab import ca_keys
-from .topology import Host, Member, Partition, Switch, Topology
-from .traps import MadSource, parse_frame
+from ibsm.keymgr import KeyManager, KeyOptions
+from ibsm.lab import ca_keys
+from ibsm.topology import Host, Member, Partition, Switch, Topology
+from ibsm.traps import MadSource, parse_frame
 
 PAPER_CLAIM_S = 1.0
 SUBNET = 1
@@ -157,7 +157,8 @@ def report(bench: KeyBench) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ibsm.bench_keys", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m evaluation.key_bench",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("--cas", type=int, default=1024, help="CAs in the partition (default 1024)")
     args = parser.parse_args(argv)
     print("\n".join(report(run(args.cas))))

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from ibsm import bench_keys
+from evaluation import key_bench
 
 
 def test_every_pairwise_key_reaches_both_cas_and_every_batch_is_acked() -> None:
-    bench = bench_keys.run(9)
+    bench = key_bench.run(9)
     # per CA: SM_SK, the partition's P_SK and 8 CA_SK_ij = 10 keys in two batches (7 + 3), its P_Key table
     assert bench.keys == 9 * 10 and bench.mads == 9 * 3 and bench.acked == bench.mads
     assert [name for name, _ in bench.rows()] == ["generate", "SM send", "SM: generate + send",
