@@ -48,7 +48,6 @@ KNOWN_UPWARD = {
     # issue 15: test fabrics and benchmarks still live in the product packages
     ("ibsec.attacks.outcomes", "ibsec.agent.lab"): "a test fabric in the product",
     ("ibsm.bench", "ibsec.agent.adapter"): "a benchmark in the product",
-    ("ibsm.bench_keys", "ibsec.agent.adapter"): "a benchmark in the product",
     ("ibsm.outcomes", "ibsec.agent.adapter"): "a test fabric in the product",
     ("ibsm.outcomes", "ibsec.agent.qp"): "a test fabric in the product",
     ("ibsm.lab", "p4switch.runtime.device"): "a test fabric in the product",

@@ -425,11 +425,6 @@ class CtrDrbg:
         return out
 
 
-def pair_owner(guid_a: int, guid_b: int) -> tuple[int, int]:
-    """Owner ids of CA_SK_ij: the two GUIDs, smaller first (CA_SK_ij = CA_SK_ji)."""
-    return (min(guid_a, guid_b), max(guid_a, guid_b))
-
-
 def generate_pairwise_keys(
     drbg: CtrDrbg, ca_ids: Sequence[int], length: int = 16
 ) -> dict[tuple[int, int], Key]:
