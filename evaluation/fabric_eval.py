@@ -29,7 +29,7 @@ import networkx as nx
 from ibsec import names
 from ibsm import report as sm_report
 
-from topologies import counters, demo, filtering, run
+from topologies import counters, demo, fidelity, filtering, run
 
 from .common import SATURATED, Context, Section, Table, busy_share, cpu_times, new_figure
 from .scalability import savage_expected_packets
@@ -240,7 +240,7 @@ def run_dos(ctx: Context) -> Section:
         start = wall + FLOOD_SETUP
         floods = [flood(fabric_run, c, a, p.fabric_seconds + 1.0, at=start) for a in c.attackers[:n]]
         wait_until(start + 0.5)
-        cpu = cpu_times()
+        cpu, since = cpu_times(), time.time()
         result = peer.call(
             "perf",
             control_timeout=p.fabric_seconds + 30,
@@ -251,6 +251,7 @@ def run_dos(ctx: Context) -> Section:
             duration=p.fabric_seconds,
         )
         busy = busy_share(cpu, cpu_times())
+        hifi = emulator_columns(fabric_run.fidelity(since))
         for proc in floods:
             proc.wait(timeout=p.fabric_seconds + 60)
         rows.append(
@@ -264,6 +265,7 @@ def run_dos(ctx: Context) -> Section:
                 "lost": result["lost"],
                 "flood_rate_per_attacker": FLOOD_RATE,
                 "cpu_busy": busy,
+                **hifi,
             }
         )
         ctx.progress(
@@ -299,6 +301,8 @@ def run_dos(ctx: Context) -> Section:
                 "messages timed out (2 s)",
                 "attack frames at the victim",
                 "CPUs busy",
+                BUSIEST_HEADER,
+                DROPS_HEADER,
             ],
             [
                 [
@@ -311,6 +315,8 @@ def run_dos(ctx: Context) -> Section:
                     str(r["lost"]),
                     str(r["attack_frames_at_victim"]),
                     f"{r['cpu_busy']:.0%}",
+                    busiest_cell(r),
+                    str(r["switch_drops"]),
                 ]
                 for r in rows
             ],
@@ -333,8 +339,43 @@ def run_dos(ctx: Context) -> Section:
         "with the next request, which then looks nearly instant: under heavy loss the median falls "
         "while the mean and p99 rise.",
         *saturation_notes(busiest),
+        *fidelity_notes(rows, "attacker counts"),
     ]
     return section
+
+
+BUSIEST_HEADER = "busiest switch: CPU max / mean (cores)"
+DROPS_HEADER = "frames the switches' veths dropped"
+
+
+def emulator_columns(report: dict[str, Any]) -> dict[str, Any]:
+    """The CSV columns of a fidelity report (topologies.fidelity) over one measurement."""
+    keys = ("busiest_switch", "busiest_cpu_max", "busiest_cpu_mean", "switch_drops", "limited_by_emulator")
+    return {key: report[key] for key in keys}
+
+
+def busiest_cell(row: dict[str, Any]) -> str:
+    return f"{row['busiest_switch']} {row['busiest_cpu_max']:.2f} / {row['busiest_cpu_mean']:.2f}"
+
+
+def fidelity_notes(rows: list[dict[str, Any]], what: str) -> list[str]:
+    """Whether the emulator, rather than the links, limited these rows (Mininet-HiFi's check): a switch
+    process near a full core cannot keep up with its links, and a frame its veth dropped was lost to the
+    emulator."""
+    if not rows:
+        return []
+    limited = [r for r in rows if r["limited_by_emulator"]]
+    measure = (f"the busiest switch process used {fidelity.SATURATED_CORE} of a core or more, or a "
+               "switch's veth dropped frames (the kernel's rx_dropped and tx_dropped)")
+    if not limited:
+        return [f"Not limited by the emulator at any of the {len(rows)} {what}: no point where {measure}."]
+    worst = max(limited, key=lambda r: r["busiest_cpu_max"])
+    return [
+        f"Limited by the emulator at {len(limited)} of {len(rows)} {what}: there {measure}, so those "
+        f"results measure the software switches rather than the links (worst: {worst['busiest_switch']} "
+        f"at {worst['busiest_cpu_max']:.2f} of a core, {sum(r['switch_drops'] for r in limited)} frames "
+        "dropped in all)."
+    ]
 
 
 def emulator_limit(busy: float, why: str) -> str:
@@ -437,6 +478,7 @@ def policy_point(
     wait_until(t0)
     before = lookups(reads)
     series = latency_series(peer, qpn, p.fabric_seconds, t0)
+    hifi = emulator_columns(fabric_run.fidelity(t0))
     attack.wait(timeout=attack_for + 60)
     run_lookups = lookups(reads) - before
     for thread in threads:
@@ -455,6 +497,7 @@ def policy_point(
         "lookups_during_run": run_lookups,
         "table_bytes_per_switch_max": max(memory),
         "table_bytes_total": sum(memory),
+        **hifi,
         **filter_events(fabric_run, t0),  # waits for SIF's flush: the next point starts without a filter
     }
     time.sleep(1.0)
@@ -606,6 +649,7 @@ def policy_section(ctx: Context, rows: list[dict[str, Any]], series: list[dict[s
         "latency), but RC retransmits until every packet is acknowledged; 'unacknowledged after' is what "
         "was still not delivered once the run was over (0: nothing lost).",
         *saturation_notes(max(r["cpu_busy_during_attack"] for r in rows)),
+        *fidelity_notes(rows, "points"),
     ]
     return section
 
@@ -635,6 +679,8 @@ def latency_table(rows: list[dict[str, Any]]) -> Table:
             "CPUs busy before / during": lambda r: (
                 f"{r['cpu_busy_before_attack']:.0%} / {r['cpu_busy_during_attack']:.0%}"
             ),
+            BUSIEST_HEADER: busiest_cell,
+            DROPS_HEADER: lambda r: str(r["switch_drops"]),
         },
     )
 
@@ -806,8 +852,10 @@ def traceback_rows(
     fabric_run: run.FabricRun, sent: set[tuple[str, str]], kind: str, routing: str
 ) -> list[dict[str, Any]]:
     """Every traceback of our floods the SM made in this run, judged against the (attacker, victim) pairs
-    that really flooded: right when the traced host flooded the trapping victim."""
+    that really flooded: right when the traced host flooded the trapping victim. Each row carries the
+    run's fidelity (its busiest switch and drops from launch to now)."""
     rows = []
+    hifi = emulator_columns(fabric_run.fidelity())
     for t in sm_report.tracebacks(fabric_run.events_file):
         if t.get("bad_key") != f"{demo.BAD_PKEY:#06x}":
             continue
@@ -826,6 +874,7 @@ def traceback_rows(
                 "hops": nx.shortest_path_length(fabric_run.fabric.graph, t["traced_host"], t["victim"]) - 1
                 if known
                 else -1,
+                **hifi,
             }
         )
     return rows
@@ -886,6 +935,7 @@ def run_traceback(ctx: Context) -> Section:
                 "packets_needed_max": max(r["packets_needed"] for r in got),
                 "longest_path_hops": longest,
                 "ppm_expected_packets": savage_expected_packets(max(longest, 1)),
+                **emulator_columns(got[0]),
             }
         )
     section = Section(
@@ -906,6 +956,8 @@ def run_traceback(ctx: Context) -> Section:
                 "packets needed",
                 "paper",
                 "PPM would need (Savage bound)",
+                BUSIEST_HEADER,
+                DROPS_HEADER,
             ],
             [
                 [
@@ -916,6 +968,8 @@ def run_traceback(ctx: Context) -> Section:
                     str(s["packets_needed_max"]),
                     "100 %, 1 packet",
                     f"about {s['ppm_expected_packets']:.0f} ({s['longest_path_hops']} hops)",
+                    busiest_cell(s),
+                    str(s["switch_drops"]),
                 ]
                 for s in summary
             ],
@@ -923,6 +977,7 @@ def run_traceback(ctx: Context) -> Section:
     )
     section.figures = [plot_traceback(ctx, summary)]
     section.notes = [f"Could not run: {failure}" for failure in failures]
+    section.notes += fidelity_notes(summary, "topologies and routings (each over its whole run)")
     section.checks = {
         "every topology and routing launched and traced": not failures,
         "traceback accuracy is 100 %": bool(rows) and all(r["correct"] for r in rows),

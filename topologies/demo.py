@@ -171,6 +171,7 @@ def run_demo(options: run.RunOptions, rate: int, seconds: float, say: Narrator, 
         filters_left = fabric_run.sm_call("status")["filters"]
         legit.join(timeout=seconds + 40)
         victim_counters = fabric_run.agents[roles.victim].counters()
+        hifi = fabric_run.fidelity()
         fabric = fabric_run.fabric
         run_dir = fabric_run.run_dir
         target = fabric_run.target.name
@@ -179,6 +180,7 @@ def run_demo(options: run.RunOptions, rate: int, seconds: float, say: Narrator, 
     summary = summarize(fabric, run_dir, target, roles, trace, installed, flushed, legit.result,
                         victim_counters, baseline)
     summary["p4runtime"] = "mutual-tls" if options.tls else "plaintext"
+    summary["fidelity"] = hifi
     return summary
 
 
@@ -242,6 +244,10 @@ def account(s: dict[str, Any]) -> str:
         f"{s['legit_median_latency_us_before']} us).",
         f"   After the flood the filter was {'flushed' if s['filter_flushed'] else 'NOT flushed'} "
         f"(active {s['filter_active_s']} s): the port is back to no lookups.",
+        f"   Emulator: the busiest switch, {s['fidelity']['busiest_switch']}, used up to "
+        f"{s['fidelity']['busiest_cpu_max']:.2f} of a core (mean {s['fidelity']['busiest_cpu_mean']:.2f}); "
+        f"the switches' veths dropped {s['fidelity']['switch_drops']} frames"
+        + (" (the emulator, not the links, was the limit)." if s['fidelity']['limited_by_emulator'] else "."),
         f"   Picture: {s['picture']}; events: {s['run_dir']}/events.jsonl; pcaps: {s['run_dir']}/pcaps/",
         "",
     ])

@@ -35,6 +35,7 @@ from p4switch import pki, targets
 from p4switch.targets import Target
 
 from .fabrics import Fabric
+from .fidelity import Watched
 from .zygote import Child, Zygote
 
 if TYPE_CHECKING:
@@ -361,6 +362,16 @@ class FabricNet:
             server = self.cluster.server_of(switch) if self.cluster else None
             by.setdefault(tuple(server.ssh()) if server else (), []).append(iface)
         return by
+
+    def watched(self) -> dict[str, Watched]:
+        """The switches whose process and veths are on this machine (a cluster's others are not readable
+        here), for the fidelity sampler."""
+        ifaces: dict[str, list[str]] = {}
+        for iface, switch in self._iface_switch.items():
+            ifaces.setdefault(switch, []).append(iface)
+        return {sw.name: Watched(sw.process.pid, tuple(ifaces.get(sw.name, ())))
+                for sw in self.net.switches if sw.process is not None
+                and not (self.cluster and self.cluster.server_of(sw.name))}
 
     def _remote(self) -> list[tuple[str, ...]]:
         """The command prefixes of the cluster's other servers (none without a cluster)."""

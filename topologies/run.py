@@ -33,7 +33,7 @@ from ibsm.events import read_events
 
 from p4switch import pki
 
-from . import cluster, fabrics, network, topofile, zygote
+from . import cluster, fabrics, fidelity, network, topofile, zygote
 from .fabrics import Fabric, HostInfo
 from .network import FabricError, FabricNet, Process
 
@@ -151,6 +151,7 @@ class FabricRun:
         self.cluster: cluster.Cluster | None = None
         self.tls: pki.Pki | None = None
         self.sm: Process | None = None
+        self.sampler: fidelity.Sampler | None = None
         self.agents: dict[str, Agent] = {}
         self.tools: list[subprocess.Popen[bytes]] = []
         self.say = say or (lambda text: None)
@@ -217,6 +218,8 @@ class FabricRun:
         self._milestone("nodes", f"{len(self.net.grpc_ports)} switch and {len(self.hosts)} host nodes")
         self.net.start(self._timeout(network.START_TIMEOUT))
         self._milestone("switches", "links built; every switch answers on its P4Runtime port")
+        self.sampler = fidelity.Sampler(self.net.watched())
+        self.sampler.start()
         self._provision_keys()
         for name in self.options.agents if self.options.agents is not None else self.hosts:
             self._start_agent(self.hosts[name])
@@ -237,6 +240,8 @@ class FabricRun:
 
     def stop(self) -> None:
         """Stop everything this run started, in reverse order, whatever state it is in."""
+        if self.sampler is not None:
+            self.sampler.stop()
         network.stop_processes([*self.tools, *(a.process for a in self.agents.values())])
         if self.sm is not None:
             network.stop_processes([self.sm])
@@ -425,6 +430,13 @@ class FabricRun:
             return control.call(self.run_dir / "sm.sock", cmd, timeout=30, **args)
         except control.CommandError as err:
             raise FabricError(f"SM refused {cmd}: {err}") from None
+
+    def fidelity(self, since: float | None = None) -> dict[str, Any]:
+        """The busiest switch's CPU share and the switches' drops from wall time ``since`` (the whole run
+        if None) to now: did the emulator, rather than the links, limit what was measured meanwhile?"""
+        if self.sampler is None:
+            raise FabricError("the fabric's switches are not running: nothing was sampled")
+        return self.sampler.report(since)
 
     def describe(self) -> str:
         """What is running and where (printed by the launcher before the CLI)."""

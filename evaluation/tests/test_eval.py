@@ -138,6 +138,34 @@ def test_traceback_is_right_from_one_packet(quick_run: dict[str, Any]) -> None:
     assert all(got["4b"]["checks"].values()), got["4b"]["checks"]
 
 
+FIDELITY_COLUMNS = ("busiest_switch", "busiest_cpu_max", "busiest_cpu_mean", "switch_drops",
+                    "limited_by_emulator")
+
+
+def test_every_fabric_experiment_reports_its_busiest_switch_and_drops(quick_run: dict[str, Any]) -> None:
+    for name in ("1_dos_impact.csv", "3_policies.csv", "4a_tracebacks.csv", "4a_traceback_summary.csv"):
+        rows = read_csv(quick_run, name)
+        assert rows and all(row[c] for row in rows for c in FIDELITY_COLUMNS), name
+        assert all(row["busiest_switch"].startswith("s") for row in rows), name
+    got = sections(quick_run)
+    for key in ("1", "3", "4a"):
+        assert any(fabric_eval.BUSIEST_HEADER in t["headers"] for t in got[key]["tables"]), key
+        assert any("limited by the emulator" in note.lower() for note in got[key]["notes"]), key
+
+
+def test_the_emulator_is_named_the_limit_when_a_switch_saturates_or_drops() -> None:
+    quiet = {"busiest_switch": "s0", "busiest_cpu_max": 0.2, "busiest_cpu_mean": 0.1, "switch_drops": 0,
+             "limited_by_emulator": False}
+    (note,) = fabric_eval.fidelity_notes([quiet, quiet], "points")
+    assert note.startswith("Not limited by the emulator at any of the 2 points")
+    busy = {**quiet, "busiest_switch": "s3", "busiest_cpu_max": 0.95, "switch_drops": 7,
+            "limited_by_emulator": True}
+    (note,) = fabric_eval.fidelity_notes([quiet, busy], "points")
+    assert note.startswith("Limited by the emulator at 1 of 2 points") and "s3" in note and "7 frames" in note
+    assert fabric_eval.busiest_cell(busy) == "s3 0.95 / 0.10"
+    assert fabric_eval.emulator_columns({**busy, "samples": 3}) == busy
+
+
 def test_a_latency_direction_that_fails_on_a_saturated_machine_names_the_emulator() -> None:
     checks = {fabric_eval.RAISES: True, fabric_eval.SIF_NEAR_BASELINE: False}
     rows = [{"policy": "sif", "cpu_busy_during_attack": 0.97, "attack_frames_passed_after_filter": 0}]
