@@ -87,6 +87,9 @@ def test_the_demo_passes_with_mutual_tls() -> None:
     assert summary["traced_host"] == summary["attacker"] and summary["packets_to_trace"] == 1
     assert summary["attack_packets_forwarded_after_filter"] == 0 and summary["filter_flushed"]
     assert summary["legit_delivery_ratio"] > 0.9
+    switches = {sw["name"] for sw in json.loads((run_dir / "topology.json").read_text())["switches"]}
+    assert summary["fidelity"]["busiest_switch"] in switches  # the launcher sampled every local switch
+    assert summary["fidelity"]["samples"] >= 2
     assert list((run_dir / "keys").iterdir()) == []  # CA, certificates and keys removed at teardown
     switch_logs = list((run_dir / "logs").glob("s*_*.log"))
     assert switch_logs and all("P4Runtime (mutual TLS) listening" in p.read_text() for p in switch_logs)
