@@ -17,6 +17,8 @@ option needs the Python engine, one line on stdout says so and why."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import logging
 import os
 import signal
@@ -223,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
              ", ".join(f"{n}@{i}" for n, i in args.ports) or "none")
     print(f"p4switch: device {args.device_id} P4Runtime server listening on {host}:{grpc_port} ({scheme})",
           flush=True)
-    return run(device, dataplane, service, server, log, stop)
+    return run(device, dataplane, service, server, log, stop, args.stats_file)
 
 
 def stop_on_signals(log: logging.Logger) -> threading.Event:
@@ -240,9 +242,40 @@ def stop_on_signals(log: logging.Logger) -> threading.Event:
     return stop
 
 
+STATS_INTERVAL = 1.0
+
+
+def write_stats(path: str, dataplane: Dataplane | NativeDataplane) -> None:
+    """--stats-file: the ports' counters as one JSON object, replaced whole (a reader never sees half)."""
+    doc = {"ports": {str(number): counts for number, counts in dataplane.port_stats().items()}}
+    with open(f"{path}.tmp", "w") as out:
+        json.dump(doc, out)
+    os.replace(f"{path}.tmp", path)
+
+
+def stats_writer(path: str, dataplane: Dataplane | NativeDataplane, stop: threading.Event,
+                 log: logging.Logger) -> threading.Thread:
+    """A thread that writes --stats-file every STATS_INTERVAL until ``stop``."""
+
+    def loop() -> None:
+        while not stop.wait(STATS_INTERVAL):
+            try:
+                write_stats(path, dataplane)
+            except OSError as err:
+                log.warning("cannot write --stats-file %s: %s", path, err)
+                return
+
+    thread = threading.Thread(target=loop, name="stats-file", daemon=True)
+    thread.start()
+    return thread
+
+
 def run(device: Device, dataplane: Ports, service: P4RuntimeService, server: grpc.Server,
-        log: logging.Logger, stop: threading.Event) -> int:
+        log: logging.Logger, stop: threading.Event, stats_file: str | None = None) -> int:
     """Serve until ``stop`` is set, then stop everything."""
+    # options refuse --stats-file with --use-files: files have no kernel counters
+    stats = (stats_file, dataplane) if stats_file and not isinstance(dataplane, FileDataplane) else None
+    writer = stats_writer(*stats, stop, log) if stats else None
     try:
         dataplane.run(stop)
         while not stop.wait(0.5):  # pcap input replayed: keep serving P4Runtime
@@ -250,6 +283,10 @@ def run(device: Device, dataplane: Ports, service: P4RuntimeService, server: grp
     finally:
         service.close()
         server.stop(grace=1).wait(2)
+        if stats and writer:
+            writer.join(timeout=2 * STATS_INTERVAL)
+            with contextlib.suppress(OSError):
+                write_stats(*stats)  # the last counts, before the ports close
         dataplane.close()
         log.info("stopped; pipeline stats: %s", dict(device.switch.stats) if device.switch else {})
         logging.shutdown()

@@ -34,6 +34,10 @@ PACKET_MR_PROMISC = 1
 PACKET_IGNORE_OUTGOING = 23
 PACKET_QDISC_BYPASS = 20
 PACKET_AUXDATA = 8
+PACKET_STATISTICS = 6
+TPACKET_STATS = struct.Struct("II")
+"""struct tpacket_stats: frames received and frames the kernel dropped (socket or ring full); both
+reset on every read"""
 AUXDATA = struct.Struct("IIIHHHH")
 """struct tpacket_auxdata: status, len, snaplen, mac, net, vlan_tci, vlan_tpid"""
 ANCILLARY_SIZE = socket.CMSG_SPACE(AUXDATA.size)
@@ -99,11 +103,23 @@ class Port:
     ifindex: int = 0
     lost: bool = False
     """the interface disappeared: the port is no longer polled"""
+    kernel_drops: int = 0
+    """frames the kernel dropped before this socket could take them (its buffer or ring was full)"""
+
+    def read_kernel_drops(self) -> int:
+        """The kernel's drops so far: its counter resets on every read, so each read is added here."""
+        if not self.lost:
+            with contextlib.suppress(OSError):
+                raw = self.sock.getsockopt(SOL_PACKET, PACKET_STATISTICS, TPACKET_STATS.size)
+                self.kernel_drops += TPACKET_STATS.unpack(raw)[1]
+        return self.kernel_drops
+
+    def counts(self) -> dict[str, int]:
+        return {"rx": self.rx, "rx_bytes": self.rx_bytes, "tx": self.tx, "tx_bytes": self.tx_bytes,
+                "kernel_drops": self.read_kernel_drops(), **self.errors}
 
     def summary(self) -> str:
-        counts = {"rx": self.rx, "rx_bytes": self.rx_bytes, "tx": self.tx, "tx_bytes": self.tx_bytes,
-                  **self.errors}
-        return ", ".join(f"{k} {v}" for k, v in counts.items())
+        return ", ".join(f"{k} {v}" for k, v in self.counts().items())
 
 
 class RxRing:
@@ -354,6 +370,10 @@ class Dataplane:
             self.log.warning("receive on %s failed: %s", port.iface, err)
         port.rx += count
         port.rx_bytes += total
+
+    def port_stats(self) -> dict[int, dict[str, int]]:
+        """Counters per port number: rx/tx frames and bytes, errors, the kernel's drops."""
+        return {number: port.counts() for number, port in self.ports.items()}
 
     def close(self) -> None:
         for port in self.ports.values():

@@ -94,6 +94,9 @@ def _general(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--engine", choices=("native", "python"),
                    help="p4switch's own: run programs compiled to C (native, the default when a C compiler "
                    "is installed) or in Python (default: $P4SWITCH_ENGINE when set)")
+    g.add_argument("--stats-file", metavar="PATH",
+                   help="p4switch's own: write the ports' counters, the kernel's drops included, as JSON to "
+                   "PATH every second and at exit (for a launcher watching the emulator's fidelity)")
     parser.add_argument("program", nargs="?",
                         help="the program: p4switch-cc's IR JSON or p4c-bm2-ss's BMv2 JSON (or --no-p4)")
 
@@ -158,6 +161,8 @@ def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         parser.error("--log-file-max-size must be positive and --log-file-max-files not negative")
     if args.dump_packet_data < 0:
         parser.error("--dump-packet-data must not be negative")
+    if args.stats_file and args.use_files is not None:
+        parser.error("--stats-file counts interfaces' frames; --use-files has none")
     if args.drop_port is not None and args.drop_port != DROP_PORT:
         parser.error(f"--drop-port {args.drop_port}: p4switch's drop port is always {DROP_PORT}")
     if args.cpu_port is not None and not 0 < args.cpu_port < DROP_PORT:

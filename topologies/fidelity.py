@@ -5,17 +5,20 @@ A thread of the launcher samples, every ``interval`` seconds, each switch proces
 (``/sys/class/net/IFACE/statistics/rx_dropped`` and ``tx_dropped``). A switch whose CPU share nears one
 core cannot keep up with its links, and a frame the kernel dropped at a switch's port was lost to the
 emulator, not to the fabric; either makes a latency or throughput measured meanwhile the emulator's.
-Drops inside the switch's own packet ring are not in these counters (the switch reads them from its
-socket); they are not reported here.
+Drops at the switch's own sockets (its receive buffer or ring full) are not in those counters: only the
+switch can read them (PACKET_STATISTICS), and p4switch writes them to its ``--stats-file`` (the ports'
+``kernel_drops``), which the sampler reads too; BMv2 has no such file, so its ring drops are reported as
+None (not available).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +40,8 @@ class Watched:
 
     pid: int
     ifaces: tuple[str, ...]
+    stats_file: Path | None = None
+    """p4switch's --stats-file (None: a target that writes none)"""
 
 
 @dataclass(frozen=True)
@@ -46,6 +51,7 @@ class Sample:
     wall: float
     cpu: dict[str, float]
     drops: dict[str, int]
+    ring_drops: dict[str, int]
 
 
 def cpu_seconds(pid: int, proc: Path = PROC) -> float | None:
@@ -69,6 +75,15 @@ def iface_drops(ifaces: Sequence[str], sys_net: Path = SYS_NET) -> int:
     return total
 
 
+def ring_drops(stats_file: Path) -> int | None:
+    """The kernel's drops at the switch's sockets so far, from its --stats-file (None until written)."""
+    try:
+        doc = json.loads(stats_file.read_text())
+    except (OSError, ValueError):
+        return None
+    return sum(int(port.get("kernel_drops", 0)) for port in doc["ports"].values())
+
+
 class Sampler:
     """Samples the watched switches on a daemon thread from :meth:`start` until :meth:`stop`."""
 
@@ -87,12 +102,16 @@ class Sampler:
         """Read every watched switch now, and keep the reading."""
         cpu: dict[str, float] = {}
         drops: dict[str, int] = {}
+        rings: dict[str, int] = {}
         for name, watched in self.switches.items():
             seconds = cpu_seconds(watched.pid, self.proc)
             if seconds is not None:
                 cpu[name] = seconds
             drops[name] = iface_drops(watched.ifaces, self.sys_net)
-        reading = Sample(time.time(), cpu, drops)
+            ring = ring_drops(watched.stats_file) if watched.stats_file else None
+            if ring is not None:
+                rings[name] = ring
+        reading = Sample(time.time(), cpu, drops, rings)
         with self._lock:
             self.samples.append(reading)
         return reading
@@ -132,8 +151,10 @@ class Sampler:
             for name in after.cpu.keys() & before.cpu.keys():
                 if elapsed > 0:
                     shares.setdefault(name, []).append((after.cpu[name] - before.cpu[name]) / elapsed)
-        drops = sum(max(0, window[-1].drops.get(n, 0) - window[0].drops.get(n, 0)) for n in self.switches
-                    ) if window else 0
+        veth = growth(window, lambda s: s.drops)
+        ring = growth(window, lambda s: s.ring_drops)
+        known = any(w.stats_file for w in self.switches.values())  # else no switch writes its ring drops
+        drops = veth + (ring if known else 0)
         busiest = max(shares, key=lambda n: (sum(shares[n]) / len(shares[n]), n), default=None)
         cpu_max = max(shares[busiest]) if busiest else 0.0
         cpu_mean = sum(shares[busiest]) / len(shares[busiest]) if busiest else 0.0
@@ -142,11 +163,23 @@ class Sampler:
             "busiest_cpu_max": round(cpu_max, 3),
             "busiest_cpu_mean": round(cpu_mean, 3),
             "switch_drops": drops,
-            "ring_drops": None,  # inside the switch's socket: not observable from here
+            "veth_drops": veth,
+            "ring_drops": ring if known else None,
             "samples": len(window),
             "seconds": round(window[-1].wall - window[0].wall, 1) if window else 0.0,
             "limited_by_emulator": cpu_max >= SATURATED_CORE or drops > 0,
         }
+
+
+def growth(window: Sequence[Sample], counts: Callable[[Sample], dict[str, int]]) -> int:
+    """How much a per-switch counter rose over the window, all switches (a switch counted from its first
+    reading in the window: a stats file appears a second after its switch starts)."""
+    first: dict[str, int] = {}
+    for sample in window:
+        for name, value in counts(sample).items():
+            first.setdefault(name, value)
+    last = counts(window[-1]) if window else {}
+    return sum(max(0, last[name] - first[name]) for name in last)
 
 
 def limit_sentence(report: Mapping[str, Any]) -> str | None:

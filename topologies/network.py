@@ -153,6 +153,8 @@ class P4RuntimeSwitch(Switch):  # type: ignore[misc]
         self.grpc_port = grpc_port
         self.run_dir = run_dir
         self.log_path = run_dir / "logs" / f"{name}.log"
+        self.stats_path = run_dir / "logs" / f"{name}.stats.json" if target.name == "p4switch" else None
+        """p4switch's --stats-file (its ports' counters, the kernel's ring drops included); BMv2 has none"""
         self.process: Process | None = None
 
     def answers(self) -> bool:
@@ -174,6 +176,8 @@ class P4RuntimeSwitch(Switch):  # type: ignore[misc]
                                            pcap_dir=self.run_dir / "pcaps", target_args=secure)
         except (OSError, subprocess.SubprocessError) as err:
             raise FabricError(f"{self.name}: cannot start target {self.target.name}: {err}") from err
+        if self.stats_path is not None:  # p4switch's own option, among the general ones (before --)
+            argv[1:1] = ["--stats-file", str(self.stats_path)]
         with open(self.log_path, "ab") as log:
             log.write(f"# {' '.join(argv)}\n".encode())
         if self.target.name == "p4switch":
@@ -369,7 +373,7 @@ class FabricNet:
         ifaces: dict[str, list[str]] = {}
         for iface, switch in self._iface_switch.items():
             ifaces.setdefault(switch, []).append(iface)
-        return {sw.name: Watched(sw.process.pid, tuple(ifaces.get(sw.name, ())))
+        return {sw.name: Watched(sw.process.pid, tuple(ifaces.get(sw.name, ())), sw.stats_path)
                 for sw in self.net.switches if sw.process is not None
                 and not (self.cluster and self.cluster.server_of(sw.name))}
 

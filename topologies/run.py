@@ -8,6 +8,7 @@ provisioning files. The run directory (DESIGN section 10) keeps the rest::
         topology.json        what the SM reads
         events.jsonl         the SM's events, one JSON object per line
         logs/<switch|sm|host>.log
+        logs/<switch>.stats.json  p4switch's port counters, its sockets' drops included (--stats-file)
         pcaps/<switch>-<port>_in.pcap, _out.pcap
         keys/                provisioning files, mode 0600 (removed at teardown)
 """

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -32,16 +33,19 @@ def test_a_fake_proc_names_the_switch_whose_ticks_rose_and_sums_the_drops(tmp_pa
     fake_proc(proc, 11, 0, 0)
     for iface in ("s0p1", "s0p2", "s1p1"):
         fake_drops(net, iface, 5, 5)  # what the counters held before the run: not counted
-    sampler = Sampler({"s0": Watched(10, ("s0p1", "s0p2")), "s1": Watched(11, ("s1p1",))}, proc=proc,
+    stats = tmp_path / "s0.stats.json"
+    stats.write_text(json.dumps({"ports": {"1": {"kernel_drops": 2}, "2": {"kernel_drops": 0}}}))
+    sampler = Sampler({"s0": Watched(10, ("s0p1", "s0p2"), stats), "s1": Watched(11, ("s1p1",))}, proc=proc,
                       sys_net=net)
     sampler.sample()
     fake_proc(proc, 10, 1, 0)
     fake_proc(proc, 11, 40, 10)
     fake_drops(net, "s0p2", 8, 5)
     fake_drops(net, "s1p1", 5, 6)
+    stats.write_text(json.dumps({"ports": {"1": {"kernel_drops": 7}, "2": {"kernel_drops": 1}}}))
     report = sampler.report()
     assert report["busiest_switch"] == "s1"
-    assert report["switch_drops"] == 4
+    assert (report["veth_drops"], report["ring_drops"], report["switch_drops"]) == (4, 6, 10)
     assert report["samples"] == 2
     assert report["limited_by_emulator"]
     assert fidelity.limit_sentence(report) is not None
@@ -55,6 +59,7 @@ def test_no_drops_and_idle_switches_are_not_a_limit(tmp_path: Path) -> None:
     sampler.sample()
     report = sampler.report()
     assert report["busiest_cpu_max"] == 0.0 and report["switch_drops"] == 0
+    assert report["ring_drops"] is None  # no switch writes a stats file (BMv2): not available, not 0
     assert not report["limited_by_emulator"] and fidelity.limit_sentence(report) is None
 
 

@@ -84,6 +84,7 @@ def test_every_bmv2_only_option_is_accepted_with_one_note_naming_it() -> None:
     (["--no-p4", "-i", "1@a", "-i", "1@b"], "a port number is given to two interfaces"),
     (["prog.json", "--no-p4"], "either a PROGRAM.json or --no-p4"),
     (["--no-p4", "-L", "verbose"], "invalid choice: 'verbose'"),
+    (["--no-p4", "--use-files", "1", "--stats-file", "s.json"], "--use-files has none"),
     (["--no-p4", "--", "--grpc-server-cert", "c.pem", "--grpc-server-key", "k.pem"],
      "need --grpc-server-ssl"),
     (["--no-p4", "--", "--grpc-server-ssl", "--grpc-server-cert", "c.pem"], "needs --grpc-server-cert and"),

@@ -4,6 +4,7 @@ must not stop it. Every veth and process is removed even when a test fails."""
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -141,3 +142,22 @@ def test_a_second_switch_on_the_same_grpc_port_fails(tmp_path: Path) -> None:
             timeout=180)  # bounds a hang: its imports alone took over 30 s on a loaded machine
         assert second.returncode != 0 and "cannot listen" in second.stderr
         assert first.proc.poll() is None
+
+
+@pytest.mark.parametrize("engine", ["native", "python"])
+def test_the_stats_file_has_every_ports_counters_and_kernel_drops(
+        tmp_path: Path, veths: list[tuple[str, str]], hosts: list[RawPort], l2fwd: harness.Program,
+        engine: str) -> None:
+    stats = tmp_path / "s1.stats.json"
+    args = [*interface_args(veths), "--engine", engine, "--stats-file", str(stats), str(l2fwd.json_path)]
+    with harness.switch_process(args, tmp_path / "s1.log") as proc, \
+            harness.primary_client(proc.address, l2fwd) as client:
+        program_l2(client, l2fwd)
+        hosts[0].send(frame_to(HOST_B, b"to b"))
+        assert hosts[1].receive(match=HOST_B) == frame_to(HOST_B, b"to b")
+        assert proc.stop() == 0
+    ports = json.loads(stats.read_text())["ports"]  # written at exit, after the frame
+    assert set(ports) == {"1", "2"}
+    assert ports["1"]["rx"] >= 1 and ports["2"]["tx"] >= 1
+    assert all(counts["kernel_drops"] >= 0 for counts in ports.values())
+    assert not stats.with_name(stats.name + ".tmp").exists()
