@@ -345,7 +345,7 @@ def run_dos(ctx: Context) -> Section:
 
 
 BUSIEST_HEADER = "busiest switch: CPU max / mean (cores)"
-DROPS_HEADER = "frames the switches' veths dropped"
+DROPS_HEADER = "frames dropped at the switches' veths and sockets"
 
 
 def emulator_columns(report: dict[str, Any]) -> dict[str, Any]:
@@ -365,8 +365,9 @@ def fidelity_notes(rows: list[dict[str, Any]], what: str) -> list[str]:
     if not rows:
         return []
     limited = [r for r in rows if r["limited_by_emulator"]]
-    measure = (f"the busiest switch process used {fidelity.SATURATED_CORE} of a core or more, or a "
-               "switch's veth dropped frames (the kernel's rx_dropped and tx_dropped)")
+    measure = (f"the busiest switch process used {fidelity.SATURATED_CORE} of a core or more, or "
+               "the kernel dropped frames at a switch's veth (rx_dropped, tx_dropped) or socket (p4switch's "
+               "kernel_drops)")
     if not limited:
         return [f"Not limited by the emulator at any of the {len(rows)} {what}: no point where {measure}."]
     worst = max(limited, key=lambda r: r["busiest_cpu_max"])

@@ -246,7 +246,7 @@ def account(s: dict[str, Any]) -> str:
         f"(active {s['filter_active_s']} s): the port is back to no lookups.",
         f"   Emulator: the busiest switch, {s['fidelity']['busiest_switch']}, used up to "
         f"{s['fidelity']['busiest_cpu_max']:.2f} of a core (mean {s['fidelity']['busiest_cpu_mean']:.2f}); "
-        f"the switches' veths dropped {s['fidelity']['switch_drops']} frames"
+        f"the kernel dropped {s['fidelity']['switch_drops']} frames at the switches' veths and sockets"
         + (" (the emulator, not the links, was the limit)." if s['fidelity']['limited_by_emulator'] else "."),
         f"   Picture: {s['picture']}; events: {s['run_dir']}/events.jsonl; pcaps: {s['run_dir']}/pcaps/",
         "",

@@ -181,11 +181,3 @@ def growth(window: Sequence[Sample], counts: Callable[[Sample], dict[str, int]])
     last = counts(window[-1]) if window else {}
     return sum(max(0, last[name] - first[name]) for name in last)
 
-
-def limit_sentence(report: Mapping[str, Any]) -> str | None:
-    """What to say when a report shows the emulator limited the result (None when it did not)."""
-    if not report.get("limited_by_emulator"):
-        return None
-    return (f"limited by the emulator: the busiest switch, {report['busiest_switch']}, used up to "
-            f"{report['busiest_cpu_max']:.2f} of a core (mean {report['busiest_cpu_mean']:.2f}) and the "
-            f"switches' veths dropped {report['switch_drops']} frames, so the links were not the limit")
