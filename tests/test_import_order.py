@@ -43,8 +43,6 @@ BELOW = {
 """The layers each layer may import besides itself (tests may import any)."""
 
 KNOWN_UPWARD = {
-    ("ibsec.attacks.req_flood", "ibsec.agent.cm"): "the CM REQ builder lives in the agent",
-    ("ibsec.attacks.req_flood", "ibsec.agent.cmwire"): "the CM wire format lives in the agent",
     # issue 15: test fabrics and benchmarks still live in the product packages
     ("ibsec.attacks.outcomes", "ibsec.agent.lab"): "a test fabric in the product",
     ("ibsm.bench", "ibsec.agent.adapter"): "a benchmark in the product",

@@ -31,9 +31,9 @@ import threading
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from ibsec import keys, layers, mad_auth
+from ibsec import cmwire, keys, layers, mad_auth
+from ibsec.cmwire import IBSEC_SERVICE_ID
 
-from . import cmwire
 from .admission import OverLimit
 from .counters import Drop, Outcome, Taken
 from .keyring import Keyring, MissingKey
@@ -47,7 +47,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("ibsec.agent.cm")
 
-IBSEC_SERVICE_ID = 0x1B5E_C000_0000_0000
 SCOPE_CODES = {Scope.PARTITION: 0, Scope.SESSION: 1, Scope.DERIVED: 2}
 SCOPES = {code: scope for scope, code in SCOPE_CODES.items()}
 REJ_CONSUMER = 28  # IBA 12.6.7.2: Consumer Reject

@@ -17,11 +17,10 @@ import argparse
 import os
 import secrets
 
-from ibsec import addressing, icrc, layers, rocev2
+from ibsec import addressing, cmwire, icrc, layers, rocev2
 from ibsec.builder import Builder, gid_bytes
+from ibsec.cmwire import IBSEC_SERVICE_ID
 
-from ..agent import cmwire
-from ..agent.cm import IBSEC_SERVICE_ID
 from .common import RawSocket, blast, checked, gid_text, int0, parser, report, run
 
 EUI64_MIDDLE = 0xFFFE

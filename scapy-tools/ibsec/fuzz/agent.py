@@ -32,12 +32,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ibsec import icrc, keys, layers, mad_auth, opcodes, rocev2
+from ibsec import cmwire, icrc, keys, layers, mad_auth, opcodes, rocev2
 from ibsec.builder import Builder, gid_bytes, mac_of
+from ibsec.cmwire import IBSEC_SERVICE_ID
 from ibsec.control import ControlClient
 
-from ..agent import cmwire
-from ..agent.cm import IBSEC_SERVICE_ID, SCOPES, request_key
+from ..agent.cm import SCOPES, request_key
 from ..agent.keyring import Keyring, MissingKey
 from ..agent.lab import SECURE_PKEY, Agent, Fabric, Host, Provisioned, provision, start_agents
 from ..attacks.forging import forged

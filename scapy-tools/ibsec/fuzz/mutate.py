@@ -3,7 +3,7 @@
 A :class:`Mutator` takes a frame of the corpus (real traffic, and frames the component builds) and changes
 one thing the receiver decides on: a BTH field (opcode, flags, P_Key, QPN, the mode byte, PSN), an
 extension header field (DETH, RETH, AETH...), the STH, the IPv6/UDP lengths or PadCnt, the length itself
-(cut at a header boundary, extended), the MAD header, a CM field (``ibsec.agent.cmwire``'s layout) or a
+(cut at a header boundary, extended), the MAD header, a CM field (``ibsec.cmwire``'s layout) or a
 vendor MAD field, the authentication trailer, random bits, or splices two frames. Values are boundaries
 (0, 1, the largest, the sign bit...) and values harvested from the corpus (QPNs, R_Keys, addresses, P_Keys,
 communication ids), so mutations land on real QPs and regions. Then, most of the time, it repairs what an
@@ -17,8 +17,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ibsec import icrc, layers, opcodes, rocev2
-from ibsec.agent import cmwire
+from ibsec import cmwire, icrc, layers, opcodes, rocev2
 from ibsec.rocev2 import View, parse
 
 IP = rocev2.ETHER_LEN

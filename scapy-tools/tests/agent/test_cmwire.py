@@ -7,8 +7,7 @@ import os
 import random
 
 import pytest
-from ibsec import layers
-from ibsec.agent import cmwire
+from ibsec import cmwire, layers
 from scapy.packet import Packet
 
 RNG = random.Random(12)

@@ -9,11 +9,10 @@ import random
 import threading
 from collections.abc import Callable
 
-from ibsec import layers
-from ibsec.agent import cmwire
-from ibsec.agent.cm import IBSEC_SERVICE_ID
+from ibsec import cmwire, layers
 from ibsec.agent.lab import SECURE_PKEY, Fabric, provision, start_agents
 from ibsec.builder import Builder, gid_bytes, mac_of
+from ibsec.cmwire import IBSEC_SERVICE_ID
 
 from .helpers import Tap, wait_for
 from .test_hostile import odd_gids, spoofed

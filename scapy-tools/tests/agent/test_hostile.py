@@ -11,15 +11,15 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from ibsec import addressing, icrc, layers, mad_auth
-from ibsec.agent import cmwire
+from ibsec import addressing, cmwire, icrc, layers, mad_auth
 from ibsec.agent.adapter import Adapter
 from ibsec.agent.admission import Limits
-from ibsec.agent.cm import IBSEC_SERVICE_ID, UD_EXTRA
+from ibsec.agent.cm import UD_EXTRA
 from ibsec.agent.counters import Drop
 from ibsec.agent.memory import Access
 from ibsec.agent.qp import RECV_QUEUE_DEPTH, Scope, Service, State
 from ibsec.builder import Builder, gid_bytes
+from ibsec.cmwire import IBSEC_SERVICE_ID
 from scapy.layers.l2 import Ether
 from scapy.packet import Packet
 

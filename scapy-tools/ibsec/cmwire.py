@@ -1,5 +1,5 @@
-"""CM MADs as bytes on the agent's fast path: the fields the CM decides on, read and written at their IBA
-offsets (chapter 12.6) without Scapy.
+"""CM MADs as bytes on the agent's fast path (and for the tools that flood or fuzz it): the fields the CM
+decides on, read and written at their IBA offsets (chapter 12.6) without Scapy.
 
 Anyone can send CM MADs, so reading one must cost little: a flood of spoofed REQs dissected by Scapy
 (several milliseconds each) kept a member's REQ waiting behind it for tens of seconds. ``ibsec.layers``
@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ibsec import layers
+
+IBSEC_SERVICE_ID = 0x1B5E_C000_0000_0000
+"""The ServiceID of our CM REQs; the low bytes carry the key scope and, for UD, the wanted QPN."""
 
 HEADER = struct.Struct("!BBBBHHQHHI")  # the 24-byte MAD common header (IBA 13.4.2)
 BODY = layers.MAD_HEADER_LEN
