@@ -124,6 +124,16 @@ class Mode(enum.IntEnum):
         return self >= Mode.STH_AEAD
 
     @property
+    def encrypts(self) -> bool:
+        """Modes 1 and 2 carry the payload as GCM ciphertext; the others carry it in the clear."""
+        return self in (Mode.ICRC_MAC, Mode.STH_AEAD)
+
+    @property
+    def authenticates_payload(self) -> bool:
+        """Modes 1-3: the MAC covers the headers and the payload (mode 4 covers the headers only)."""
+        return Mode.ICRC_MAC <= self <= Mode.STH_AUTH
+
+    @property
     def label(self) -> str:
         """The mode's name in topology and partition files, on command lines and in reports."""
         return self.name.lower().replace("_", "-")

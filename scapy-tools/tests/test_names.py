@@ -52,6 +52,8 @@ def test_mode_names_are_indexed_by_their_wire_value() -> None:
     assert names.SECURITY_MODES == ("none", "icrc-mac", "sth-aead", "sth-auth", "sth-hdr")
     assert [names.SECURITY_MODES.index(m.label) for m in Mode] == [0, 1, 2, 3, 4]
     assert [m for m in Mode if m.has_sth] == [Mode.STH_AEAD, Mode.STH_AUTH, Mode.STH_HDR]
+    assert [m for m in Mode if m.encrypts] == [Mode.ICRC_MAC, Mode.STH_AEAD]
+    assert [m for m in Mode if m.authenticates_payload] == [Mode.ICRC_MAC, Mode.STH_AEAD, Mode.STH_AUTH]
     assert layers.BTH(secmode=2).sprintf("%secmode%") == "sth-aead"  # the dissector speaks the same names
 
 

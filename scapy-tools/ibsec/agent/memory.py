@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from ibsec import keys
+from ibsec.names import Mode
 
 MAX_REGION = 1 << 30  # bytes of one region at most
 PAGE = 1 << 12
@@ -38,10 +39,10 @@ class Access(enum.Enum):
     """Which writes a region takes (from QPs of its protection domain)."""
 
     ANY = "any"  # any mode, mode 0 included: the R_Key and the PD are all that is checked
-    AUTHENTICATED = "authenticated"  # modes whose MAC covers the RETH and the data: 1, 2 and 3
+    AUTHENTICATED = "authenticated"  # modes whose MAC covers the RETH and the data (1-3: AUTHENTICATED_MODES)
 
 
-AUTHENTICATED_MODES = frozenset({1, 2, 3})
+AUTHENTICATED_MODES = frozenset(m for m in Mode if m.authenticates_payload)
 
 
 @dataclass

@@ -15,11 +15,12 @@ from typing import Any
 from scapy.layers.l2 import Ether
 
 from ibsec import layers
+from ibsec.names import Mode
 from ibsec.rocev2 import View
 
 from .common import RawSocket, checked, parser, report, run
 
-CLEAR_PAYLOAD_MODES = (0, 3, 4)
+CLEAR_PAYLOAD_MODES = frozenset(m for m in Mode if not m.encrypts)
 
 
 def learn(frame: bytes, view: View) -> dict[str, Any]:
