@@ -397,15 +397,15 @@ class FabricRun:
         deadline = time.monotonic() + timeout
         for host in hosts:
             wanted = {p.full_pkey for p in self.partitions if host in p.members}
-            while True:
+
+            def provisioned(host: str = host, wanted: set[int] = wanted) -> bool:
                 info = self.agents[host].call("info")
                 table = {int(entry["pkey"]) for entry in info["pkeys"]}
                 keyed = {0x8000 | (int(str(k), 0) & 0x7FFF) for k in info["keys"]["partitions"]}
-                if wanted <= table & keyed:
-                    break
-                if time.monotonic() > deadline:
-                    raise FabricError(f"{host} lacks the P_Key table or keys of {sorted(map(hex, wanted))}")
-                time.sleep(0.2)
+                return wanted <= table & keyed
+
+            if not poll_until(provisioned, deadline - time.monotonic(), interval=0.2):
+                raise FabricError(f"{host} lacks the P_Key table or keys of {sorted(map(hex, wanted))}")
 
     def wait_delivered(self, sender: str, receiver: str, qpn: int, timeout: float = 60.0) -> tuple[int, str]:
         """Until the RC connection ``qpn`` of ``sender`` (to ``receiver``) has every packet acknowledged at

@@ -54,19 +54,19 @@ def flood_summary(fabric_run: run.FabricRun, attacker: str) -> dict[str, Any]:
 
 def wait_packet_socket(proc: subprocess.Popen[bytes], timeout: float = 30) -> None:
     """Until ``proc`` holds an AF_PACKET socket: a sniffer is past its imports and sees frames."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def holds_one() -> bool:
         assert proc.poll() is None, f"process {proc.pid} exited with {proc.returncode}"
         try:
             rows = Path(f"/proc/{proc.pid}/net/packet").read_text().splitlines()[1:]
             inodes = {f"socket:[{row.split()[-1]}]" for row in rows}
             fds = {os.readlink(fd) for fd in Path(f"/proc/{proc.pid}/fd").glob("*")}
         except OSError:
-            fds, inodes = set(), set()
-        if fds & inodes:
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"process {proc.pid} opened no packet socket within {timeout} s")
+            return False
+        return bool(fds & inodes)
+
+    if not poll_until(holds_one, timeout, interval=0.1):
+        raise AssertionError(f"process {proc.pid} opened no packet socket within {timeout} s")
 
 
 def wait_all(procs: Iterable[subprocess.Popen[bytes]], timeout: float = 60) -> None:
@@ -83,16 +83,17 @@ def events_of(fabric_run: run.FabricRun, kind: str, **match: Any) -> list[dict[s
 def wait_events(fabric_run: run.FabricRun, kind: str, keys: set[Any], field: str, timeout: float
                 ) -> dict[Any, dict[str, Any]]:
     """The first ``kind`` event for each value of ``field`` in ``keys`` (all of them, or a timeout)."""
-    deadline = time.monotonic() + timeout
     found: dict[Any, dict[str, Any]] = {}
-    while time.monotonic() < deadline:
+
+    def all_found() -> bool:
         for event in events_of(fabric_run, kind):
             if event.get(field) in keys:
                 found.setdefault(event[field], event)
-        if set(found) == keys:
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"no {kind} event for {sorted(map(str, keys - set(found)))} within {timeout} s")
+        return set(found) == keys
+
+    if not poll_until(all_found, timeout, interval=0.2):
+        raise AssertionError(f"no {kind} event for {sorted(map(str, keys - set(found)))} within {timeout} s")
+    return found
 
 
 def traceback_of_every_host(fabric_run: run.FabricRun, victims: tuple[str, str], pkey_base: int = 0x7B00

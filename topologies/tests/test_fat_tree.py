@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from ibsec import names
 from ibsec import wireshark as ws
+from ibsec.polling import poll_until
 from ibsm.fabric import plan_fabric, trace
 from ibsm.topology import load_topology
 from scapy.utils import rdpcap, wrpcap
@@ -47,14 +48,14 @@ def wait_flushed(fabric_run: run.FabricRun, ports: set[tuple[str, int]], since: 
                  timeout: float = 120) -> None:
     """Until SIF has flushed the filters of ``ports`` (events from number ``since`` on) and the SM lists no
     filter anywhere."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        flushed = {(e["switch"], e["port"]) for e in fabric_run.events()[since:]
-                   if e["event"] == "filter-flushed"}
-        if ports <= flushed and not fabric_run.sm_call("status")["filters"]:
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"filters not flushed: {fabric_run.sm_call('status')['filters']}")
+
+    def flushed() -> bool:
+        done = {(e["switch"], e["port"]) for e in fabric_run.events()[since:]
+                if e["event"] == "filter-flushed"}
+        return ports <= done and not fabric_run.sm_call("status")["filters"]
+
+    if not poll_until(flushed, timeout, interval=0.3):
+        raise AssertionError(f"filters not flushed: {fabric_run.sm_call('status')['filters']}")
 
 
 def test_sif_stops_a_flood_at_the_attackers_port_while_legitimate_traffic_flows(
