@@ -214,7 +214,8 @@ def test_with_policy_none_the_flood_reaches_the_victim_and_no_switch_drops_it(
 
 WIRESHARK_FIELDS = [
     "ibsec.mode", "ibsec.sth.tag", "ibsec.direction_from", "ibsec.nonce", "ibsec.icrc.good",
-    "ibsec.vendor.attribute", "ibsec.keydist.key_type", "ibsec.keydist.key_id", "ibsec.keydist.wrapped_key",
+    "ibsec.vendor.attribute", "ibsec.vendor.ack", "ibsec.keybatch.count", "ibsec.keybatch.nonce",
+    "ibsec.keybatch.wrapped",
     "ibsec.pkeytable.pkey", "ibsec.pkeytable.secmode", "ibsec.mad_auth.tag", "ibsec.notice.ext_version",
     "ibsec.traced_host", "ibsec.claimed_host", "_ws.malformed", "_ws.expert.message",
 ]
@@ -229,8 +230,8 @@ def merged(first: Path, second: Path, out: Path) -> Path:
 def test_wireshark_reads_our_headers_in_the_runs_captures(fat_tree: run.FabricRun, tmp_path: Path) -> None:
     """h0's port captures of this module's run (with an encrypted ping-pong h6 -> h0 and a flood from h5
     claiming to be h3), read by tshark with our dissector: no malformed frame; every secured frame's STH,
-    direction and nonce (no nonce seals two different frames); the keys and P_Key table the SM sent h0 and
-    its acks; the floods h0 received and the traps it sent traced as the SM traced them."""
+    direction and nonce (no nonce seals two different frames); the key batches and P_Key table the SM sent h0
+    and its acks; the floods h0 received and the traps it sent traced as the SM traced them."""
     if shutil.which("tshark") is None:
         pytest.skip("tshark is not installed (scripts/setup.sh installs it)")
     part = next(p for p in fat_tree.partitions if {"h0", "h6"} <= set(p.members))
@@ -258,15 +259,20 @@ def test_wireshark_reads_our_headers_in_the_runs_captures(fat_tree: run.FabricRu
     for f in secured:
         tags[f["ibsec.nonce"][0]].add(f["ibsec.sth.tag"][0])
     assert all(len(t) == 1 for t in tags.values())  # retransmissions repeat a frame; nothing else a nonce
-    keys_sent = {(f["ibsec.keydist.key_type"][0], f["ibsec.keydist.key_id"][0]): f for f in rx
-                 if f["ibsec.vendor.attribute"] == ["0x0010"]}
-    acks = {(f["ibsec.keydist.key_type"][0], f["ibsec.keydist.key_id"][0]): f for f in tx
-            if f["ibsec.vendor.attribute"] == ["0x0010"]}
-    assert keys_sent and set(acks) == set(keys_sent)
-    for key in keys_sent.values():  # wrapped (never all zero), authenticated; acks echo no key byte
-        assert set(key["ibsec.keydist.wrapped_key"][0]) != {"0"} and key["ibsec.mad_auth.tag"]
-    for ack in acks.values():
-        assert set(ack["ibsec.keydist.wrapped_key"][0]) == {"0"} and ack["ibsec.mad_auth.tag"]
+    batches = [f for f in rx if f["ibsec.vendor.attribute"] == ["0x0012"]]
+    acks = [f for f in tx if f["ibsec.vendor.attribute"] == ["0x0012"]]
+    assert batches and all(f["ibsec.vendor.ack"] == ["0"] for f in batches)
+    for batch in batches:  # wrapped (never all zero) under a nonce, authenticated
+        assert set(batch["ibsec.keybatch.wrapped"][0]) != {"0"}
+        assert set(batch["ibsec.keybatch.nonce"][0]) != {"0"}
+        assert batch["ibsec.mad_auth.tag"]
+    for ack in acks:  # authenticated, no key byte echoed (the dissector flags any)
+        assert ack["ibsec.vendor.ack"] == ["1"] and ack["ibsec.mad_auth.tag"]
+        assert not ack["ibsec.keybatch.wrapped"]
+        assert not any("echoes key bytes" in m for m in ack["_ws.expert.message"])
+    # each batch h0 took is acknowledged once, echoing its count
+    counts = sorted(b["ibsec.keybatch.count"][0] for b in batches)
+    assert sorted(a["ibsec.keybatch.count"][0] for a in acks) == counts
     tables = [f for f in rx if f["ibsec.vendor.attribute"] == ["0x0011"]]
     modes = {f"{p.full_pkey:#06x}": str(names.SECURITY_MODES.index(p.security))
              for p in fat_tree.partitions if "h0" in p.members}
