@@ -2,7 +2,8 @@
 
 A PacketIn of a MAD for the SM is trusted only when its GCM trailer verifies under the CA_SK of the host
 whose GID sent it (``ibsec.mad_auth``) and its TransactionID is newer than that host's last one, which
-is kept in a file across SM restarts (``TrapOptions.replay_state``): a forged or replayed trap is
+is kept in a file across SM restarts (``TrapOptions.replay_state``), and that was sent after this SM
+started (by the same TransactionID, its sender's clock): a forged or replayed trap is
 dropped, counted and reported, so nobody can make the SM filter an innocent port. Then, as
 OpenSM does, repeats of one trap (same number, issuer, key and claimed source) within a window are
 suppressed. A bad-P_Key trap's MF gives the true (switch, port, host) the offending packet entered at,
@@ -27,6 +28,7 @@ from .fabric import FabricError, FabricPlan, Trace, dst_id, trace
 from .topology import Host, Topology
 
 UD_SEND_ONLY = 0x64
+MAD_TID_START, MAD_TID_END = 8, 16  # the TransactionID in the MAD's common header (IBA 13.4.3)
 
 
 @dataclass(frozen=True)
@@ -34,8 +36,9 @@ class TrapOptions:
     """``suppress_window``: seconds during which a repeat of the same trap is only counted. Keep it
     shorter than SIF's quiet period, or a renewed attack right after a flush would go unseen.
     ``max_age``: agents number their MADs with the time they sent them (nanoseconds since the epoch,
-    strictly increasing), so a MAD that never reached this SM (sent while it was down, or before the
-    switches were programmed) but was captured can still not be replayed later than this. A MAD that
+    strictly increasing), so a MAD that never reached this SM (dropped on its way while the SM runs) but
+    was captured can still not be replayed later than this; one sent before this SM started is refused
+    whatever its age (a capture: an earlier SM may have been killed before it recorded it). A MAD that
     claims to be from further in the future is refused too: accepted, its TransactionID would make every
     later MAD of its sender a replay."""
 
@@ -54,6 +57,8 @@ class TrapReport:
     switch: str = ""
     ingress_port: int = 0
     sender: str = ""
+    # as the MAD carries it (authentic unless forged or malformed): what ties an event to a captured frame
+    transaction_id: int | None = None
     number: int | None = None
     victim: str | None = None
     bad_key: int | None = None
@@ -70,6 +75,8 @@ class TrapReport:
             out["bad_key"] = f"{self.bad_key:#06x}"
         if self.mf is not None:
             out["mf"] = f"{self.mf:#012x}"
+        if self.transaction_id is not None:
+            out["transaction_id"] = f"{self.transaction_id:#018x}"
         out.update(self.details)
         return out
 
@@ -88,6 +95,13 @@ class RawMad:
     @property
     def sender_text(self) -> str:
         return str(ipaddress.IPv6Address(self.sender))
+
+    @property
+    def transaction_id(self) -> int | None:
+        """The TransactionID field of the MAD's common header, or None if the payload is too short."""
+        if len(self.payload) < MAD_TID_END:
+            return None
+        return int.from_bytes(self.payload[MAD_TID_START:MAD_TID_END], "big")
 
     @property
     def is_response(self) -> bool:
@@ -155,6 +169,8 @@ class TrapHandler:
         self.clock = clock
         self.wall = wall
         self.guard = mad_auth.TidReplayGuard(options.replay_state)
+        # agents number MADs with their send time: nothing sent before this start is news to this SM
+        self.started_ns = int(wall() * 1e9)
         self.counters: Counter[str] = Counter()
         self._seen: dict[tuple[Any, ...], float] = {}
 
@@ -164,7 +180,8 @@ class TrapHandler:
         return report
 
     def _handle(self, raw: RawMad, switch: str, ingress_port: int) -> TrapReport:
-        report = TrapReport("malformed", switch=switch, ingress_port=ingress_port, sender=raw.sender_text)
+        report = TrapReport("malformed", switch=switch, ingress_port=ingress_port, sender=raw.sender_text,
+                            transaction_id=raw.transaction_id)
         try:
             host, mad = self.source.sender(raw)
             age, limit = self.wall() - int(mad.transaction_id) / 1e9, self.options.max_age
@@ -172,6 +189,13 @@ class TrapHandler:
                 report.status = "stale"
                 when = f"sent {age:.0f} s ago" if age > 0 else f"{-age:.0f} s ahead of the SM's clock"
                 report.reason = f"{when} by its TransactionID (at most {limit:g} s)"
+                return report
+            if int(mad.transaction_id) < self.started_ns:
+                # whether or not an earlier SM recorded it (one killed before it did, or down while it
+                # was sent), a MAD sent before this SM started can only reach it as a capture
+                report.status = "replay"
+                report.reason = (f"sent {(self.started_ns - int(mad.transaction_id)) / 1e9:.1f} s before "
+                                 "this SM started by its TransactionID")
                 return report
             self.guard.accept(raw.sender, int(mad.transaction_id))
         except mad_auth.MadReplayError as err:

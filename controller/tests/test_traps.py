@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import time
+from pathlib import Path
 
 import pytest
 from ibsec import addressing, keys
@@ -117,7 +118,12 @@ def test_trap_claiming_the_sms_gid_is_traced_by_its_mark(fat_tree: Topology, mes
 def test_a_mad_older_than_the_max_age_is_stale(fat_tree: Topology) -> None:
     """A trap that never reached the SM (sent while it was down) but was captured: its TransactionID
     says when it was sent, so replaying it later than max_age is refused, and it advances nothing."""
-    handler, store, _ = _handler(fat_tree)
+    store = ca_keys(fat_tree)
+    wall = Clock()
+    wall.now = time.time() - 100  # this SM started 100 s ago: the MADs below were sent while it ran
+    handler = TrapHandler(fat_tree, plan_fabric(fat_tree), MadSource(fat_tree, store), TrapOptions(2.0),
+                          Clock(), wall)
+    wall.now = time.time()
     victim = fat_tree.hosts[2]
     sent = time.time_ns() - 61 * 10**9
     old = trap_257(fat_tree, victim, store.ca_key(victim.guid), bad_pkey=0x1234,
@@ -135,6 +141,25 @@ def test_a_mad_older_than_the_max_age_is_stale(fat_tree: Topology) -> None:
     later = _spoofed_trap(fat_tree, store, "h2", "h3", "h4")
     assert handler.handle(parse_frame(later), "s2", 1).status == "accepted"
     assert handler.counters == {"stale": 2, "accepted": 2}
+
+
+def test_a_capture_sent_before_the_sm_started_is_a_replay(fat_tree: Topology, tmp_path: Path) -> None:
+    """Issue 14, defect 9: a trap the SM that was killed never recorded (it died before it handled it,
+    or it was down when the trap was sent), captured and replayed within the max age after a restart,
+    is refused as a replay; it advances nothing, and the host's next trap is accepted."""
+    store = ca_keys(fat_tree)
+    options = TrapOptions(2.0, replay_state=tmp_path / "sm-replay.state")
+    victim = fat_tree.hosts[2]
+    captured = trap_257(fat_tree, victim, store.ca_key(victim.guid), bad_pkey=0x1234,
+                        claimed_gid=fat_tree.hosts[0].gid, mf=0)  # never reaches the first SM
+    TrapHandler(fat_tree, plan_fabric(fat_tree), MadSource(fat_tree, store), options, Clock())  # killed
+    restarted = TrapHandler(fat_tree, plan_fabric(fat_tree), MadSource(fat_tree, store), options, Clock())
+    report = restarted.handle(parse_frame(captured), "s2", 1)
+    assert report.status == "replay" and report.reason.endswith("before this SM started by its TransactionID")
+    assert report.as_event()["transaction_id"] == f"{parse_frame(captured).transaction_id:#018x}"
+    later = _spoofed_trap(fat_tree, store, "h2", "h3", "h4")
+    assert restarted.handle(parse_frame(later), "s2", 1).status == "accepted"
+    assert restarted.counters == {"replay": 1, "accepted": 1}
 
 
 def test_trap_257_with_a_p_key_wider_than_16_bits_is_malformed(fat_tree: Topology) -> None:
