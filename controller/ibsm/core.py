@@ -285,10 +285,14 @@ class SubnetManager:
             self._on_key_response(raw)
             return None
         report = self.traps.handle(raw, switch, port)
-        self.events.emit("trap", **report.as_event())
+        event = report.as_event()
+        self.events.emit("trap", **event)
+        log.info("%s port %d: trap from %s, TransactionID %s: %s%s", switch, port, report.sender,
+                 event.get("transaction_id", "none"), report.status,
+                 f" ({report.reason})" if report.reason else "")
         if report.status != "accepted":
-            log.info("%s: trap from %s %s: %s", switch, report.sender, report.status, report.reason)
-        elif report.details.get("kind") == "port-up" and report.victim is not None:
+            return report
+        if report.details.get("kind") == "port-up" and report.victim is not None:
             await self._on_port_up(report.victim, report.details["boot_id"])
         elif report.trace is not None:
             await self._on_traceback(report, received)
@@ -368,6 +372,9 @@ class SubnetManager:
         result = self.keys.on_ack(host, mad)
         if result is None:  # a duplicate, a replay, or for a delivery this SM never sent
             self.mads["key-ack-unexpected"] += 1
+            # by its TransactionID, an ACK can be told from the answer to a MAD this SM sent
+            self.events.emit("key-ack-unexpected", host=host.name,
+                             transaction_id=f"{int(mad.transaction_id):#018x}")
             return
         self.mads["key-ack"] += 1
         self._keys_wakeup.set()  # room in the window

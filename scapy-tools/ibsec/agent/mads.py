@@ -252,10 +252,10 @@ class ManagementAgent:
             ad.counters.bump("traps_unsent")
             log.warning("%s not sent: %s", what, "no SM GID" if self.sm_gid is None else "no CA key")
             return
-        mad = layers.trap_mad(notice, self._next_tid())
-        self._send_authenticated(self.sm_gid, mad, ad.keyring.ca_sk)
+        tid = self._next_tid()
+        self._send_authenticated(self.sm_gid, layers.trap_mad(notice, tid), ad.keyring.ca_sk)
         ad.counters.bump(counter)
-        log.info("%s sent to the SM", what)
+        log.info("%s sent to the SM (TransactionID %#018x)", what, tid)
 
     def _send_authenticated(self, dst_gid: str | bytes, mad: bytes, key: keys.Key) -> None:
         payload = mad_auth.seal(key.material, mad, self.adapter.builder.gid)
