@@ -22,7 +22,7 @@ from ibsm import control
 from ibsm.keymgr import KeyOptions
 from ibsm.lab import Fabric, ca_keys, flood_frame
 from ibsm.sif import SifOptions
-from ibsm.traps import TrapOptions
+from ibsm.traps import TrapOptions, parse_frame
 
 from .test_sm_inprocess import _agents, _events, _start, _until, fabric  # noqa: F401 - fixture by name
 
@@ -158,6 +158,9 @@ async def test_traps_and_acks_replayed_after_an_sm_restart_are_refused(
         status = await again.sm.status()
         assert status["traps"] == {"replay": 1}
         assert status["mads"] == {"key-ack-unexpected": len(replayed) - 1}
+        acks = sorted(f"{raw.transaction_id:#018x}" for raw in map(parse_frame, replayed) if raw.is_response)
+        assert sorted(e["transaction_id"] for e in _events(tmp_path, "key-ack-unexpected")
+                      if e["transaction_id"] in acks) == acks  # each replayed ACK, once, by its TransactionID
         assert len(_events(tmp_path, "traceback")) == 1 and len(_events(tmp_path, "filter-installed")) == 1
     finally:
         await again.stop()
