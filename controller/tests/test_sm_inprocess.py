@@ -130,7 +130,8 @@ async def test_spoofed_flood_traced_filtered_and_flushed(running: Any, fabric: F
     await _until(lambda: run.sm.keys.outstanding() == 0)
     flood = flood_frame(fabric.topo, claimed="h4", victim="h3", pkey=0x1234)
     fabric.send_from_host("h1", flood)  # h1 attacks h3, pretending to be h4
-    await _until(lambda: fabric.entries("s1", names.INVALID_PKEYS))
+    # emitted once both writes are done: the invalid P_Key is written before the port's mode that checks it
+    await _until(lambda: _events(tmp_path, "filter-installed"))
     (entry,) = fabric.entries("s1", names.INVALID_PKEYS)
     assert entry.match[names.INGRESS_PORT].value == 1  # h1's port on s1, not h4's
     (tb,) = _events(tmp_path, "traceback")
