@@ -374,7 +374,7 @@ class SubnetManager:
             self.mads["key-ack-unexpected"] += 1
             # by its TransactionID, an ACK can be told from the answer to a MAD this SM sent
             self.events.emit("key-ack-unexpected", host=host.name,
-                             transaction_id=f"{int(mad.transaction_id):#018x}")
+                             transaction_id=f"{raw.transaction_id:#018x}")
             return
         self.mads["key-ack"] += 1
         self._keys_wakeup.set()  # room in the window
