@@ -57,10 +57,10 @@ conformance-docs: setup ## regenerate docs/conformance.md and its baseline docs/
 # the corpus the other way: the real p4c-bm2-ss compiles each program, p4switch runs its BMv2 JSON
 P4C_BM2_SS ?= $(firstword $(shell command -v p4c-bm2-ss) $(wildcard ../shared/p4lang/bin/p4c-bm2-ss))
 conformance-bmv2: setup ## p4c-bm2-ss's BMv2 JSON of P4C_SAMPLES through p4switch: build/conformance-bmv2/report.*
-	$(PY) -m p4switch.conformance $(P4C_SAMPLES) --bmv2-json --p4c $(P4C_BM2_SS) --timeout 400 --report $(BUILD)/conformance-bmv2 --baseline docs/conformance-bmv2.json $(CONFORMANCE_ARGS)
+	$(PY) -m p4switch.conformance $(P4C_SAMPLES) --bmv2-json --p4c $(P4C_BM2_SS) --timeout 900 --report $(BUILD)/conformance-bmv2 --baseline docs/conformance-bmv2.json $(CONFORMANCE_ARGS)
 
 conformance-bmv2-docs: setup ## regenerate the BMv2 JSON section of docs/conformance.md and docs/conformance-bmv2.json
-	$(PY) -m p4switch.conformance $(P4C_SAMPLES) --bmv2-json --p4c $(P4C_BM2_SS) --timeout 400 --report $(BUILD)/conformance-bmv2 --docs docs/conformance.md --write-baseline docs/conformance-bmv2.json $(CONFORMANCE_ARGS)
+	$(PY) -m p4switch.conformance $(P4C_SAMPLES) --bmv2-json --p4c $(P4C_BM2_SS) --timeout 900 --report $(BUILD)/conformance-bmv2 --docs docs/conformance.md --write-baseline docs/conformance-bmv2.json $(CONFORMANCE_ARGS)
 
 # ---- data plane: p4src/ and ptf-tests/ ----------------------------------------------------------------
 P4_SOURCES := $(wildcard p4src/*.p4 p4src/include/*.p4)
