@@ -16,7 +16,7 @@ import threading
 from pathlib import Path
 from types import FrameType
 
-from ibsec import addressing, keys
+from ibsec import addressing, keys, opcodes, rocev2
 from ibsec.cliopts import integer, number
 from ibsec.control import ControlServer
 from ibsec.rawport import RawPort
@@ -32,7 +32,8 @@ IB_MTUS = (256, 512, 1024, 2048, 4096)
 DAY = 86400.0
 RECEIVE_BUFFER = 4 << 20  # bytes the kernel queues for the agent: a burst waits there, not dropped
 U32 = (1 << 32) - 1
-MAX_OVERHEAD = 14 + 40 + 8 + 12 + 16 + 16 + 4  # Ethernet, IPv6, UDP, BTH, RETH, STH, ICRC
+MAX_OVERHEAD = rocev2.BTH_AT + opcodes.BTH_LEN + opcodes.Ext.RETH.length + rocev2.STH_LEN + rocev2.ICRC_LEN
+"""The most a data frame adds to its payload: Ethernet, IPv6, UDP, BTH, RETH, STH, ICRC."""
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
