@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import json
 import logging
 import os
@@ -80,11 +79,9 @@ class Lab:
         return adapter
 
     async def start_sm(self, **changes: Any) -> SubnetManager:
-        traps = {"suppress_window": 0.3}
-        if "replay_state" in {f.name for f in dataclasses.fields(TrapOptions)}:  # as `sm run` keeps it
-            traps["replay_state"] = self.workdir / "sm-replay.state"  # type: ignore[assignment]
+        traps = TrapOptions(suppress_window=0.3, replay_state=self.workdir / "sm-replay.state")  # as `sm run`
         options = SmOptions(run_dir=self.workdir, p4info=BUILD / "main.p4info.txtpb",
-                            p4blob=BUILD / "main.json", traps=TrapOptions(**traps), **changes)  # type: ignore[arg-type]
+                            p4blob=BUILD / "main.json", traps=traps, **changes)
         self.sm = SubnetManager(self.fab.topo, list(self.fab.topo.partitions), self.store, options)
         self.task = asyncio.create_task(self.sm.run())
         await asyncio.wait_for(self.sm.ready.wait(), 60)
