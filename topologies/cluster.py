@@ -30,7 +30,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -223,10 +223,20 @@ class ClusterLink(RemoteLink):  # type: ignore[misc]
         if node2.server == LOCAL:  # the tunnel's ssh runs on node1's server: here if either end is
             return self.makeTunnel(node2, node1, intfname2, intfname1, addr2, addr1)
         tap = self.cluster.next_tap()
+        try:
+            return self._tunnel(node1, node2, (intfname1, intfname2), (addr1, addr2), tap)
+        except FabricError:  # a tap not yet renamed is no link of the fabric's: teardown would miss it
+            for node in (node1, node2):
+                node.rcmd(f"ip link del tap{tap}")
+            raise
+
+    def _tunnel(self, node1: Any, node2: Any, names: tuple[str, str], addrs: tuple[str | None, str | None],
+                tap: int) -> subprocess.Popen[bytes]:
+        """tap``tap`` on both servers, the ssh Ethernet tunnel between them, each end renamed in its node."""
+        (intfname1, intfname2), (addr1, addr2) = names, addrs
         for node in (node1, node2):
-            out = node.rcmd(f"ip tuntap add dev tap{tap} mode tap")
-            if out.strip():
-                raise FabricError(f"cannot create tap{tap} on {node.server}: {out.strip()}")
+            _link_made(node.rcmd, f"ip tuntap add dev tap{tap} mode tap", f"tap{tap}",
+                       f"create tap{tap} on {node.server}")
         log = self.cluster.logs / f"ssh-tunnel-{tap}.log"
         options = ("-n", "-E", str(log), "-o", "Tunnel=ethernet", "-o", "ExitOnForwardFailure=yes",
                    "-w", f"{tap}:{tap}")
@@ -245,7 +255,17 @@ class ClusterLink(RemoteLink):  # type: ignore[misc]
                               f"(log {log}): {tunnel.stdout.read(2000).decode(errors='replace')}")
         for node, name, addr in ((node1, intfname1, addr1), (node2, intfname2, addr2)):
             self.moveIntf(f"tap{tap}", node)
-            out = node.cmd(f"ip link set tap{tap} name {name}" + (f" address {addr}" if addr else ""))
-            if out.strip():
-                raise FabricError(f"cannot rename tap{tap} to {name} on {node.server}: {out.strip()}")
+            _link_made(node.cmd, f"ip link set tap{tap} name {name}" + (f" address {addr}" if addr else ""),
+                       name, f"rename tap{tap} to {name} on {node.server}")
         return tunnel
+
+
+def _link_made(run: Callable[[str], str], command: str, name: str, what: str) -> None:
+    """Run ``command`` by a node's ``run`` (cmd or rcmd), then ask whether link ``name`` is there; a
+    FabricError with both outputs if it is not. The command's output alone cannot tell: a forked child
+    of a gRPC process may write a line of its own there before it execs (seen on a loaded machine:
+    "epoll_wait error: Bad file descriptor", the whole output of an `ip tuntap add` taken for its error)."""
+    out = run(command)
+    shown = run(f"ip -o link show dev {name}")
+    if f" {name}:" not in shown:
+        raise FabricError(f"cannot {what}: {out.strip()} {shown.strip()}")
