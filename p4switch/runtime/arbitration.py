@@ -9,6 +9,7 @@ import itertools
 import logging
 import queue
 import threading
+import time
 from dataclasses import dataclass, field
 
 import grpc
@@ -21,6 +22,11 @@ from p4switch.runtime.errors import P4RuntimeError
 MAX_QUEUED = 4096
 CLOSE = object()
 """Queued to a connection to end its StreamChannel."""
+DUPLICATE_GRACE = 2.0
+"""Seconds a stream waits for another connection of its role holding its election id to end before it is
+refused: a client that ends one stream and opens the next at once (p4lang/tutorials' PTF tests open one
+per test) can arrive before the server has seen the first one end; on a loaded machine it did, and the
+refused client waited for an answer until its test timed out."""
 
 
 @dataclass(eq=False)
@@ -64,6 +70,7 @@ class Arbitration:
         self.log = log
         self._roles: dict[str, _RoleState] = {}
         self._lock = threading.Lock()
+        self._left = threading.Condition(self._lock)  # notified when a connection is removed
 
     def update(self, conn: Connection, msg: p4r.MasterArbitrationUpdate) -> None:
         """Apply one MasterArbitrationUpdate; raises P4RuntimeError when the stream must end."""
@@ -78,16 +85,25 @@ class Arbitration:
                 raise P4RuntimeError(grpc.StatusCode.FAILED_PRECONDITION,
                                      "a stream cannot change its role: open a new stream")
             state = self._roles.setdefault(role, _RoleState())
-            if election_id is not None and any(
-                    c.election_id == election_id for c in state.members if c is not conn):
-                raise P4RuntimeError(grpc.StatusCode.INVALID_ARGUMENT,
-                                     "Election ID is already used by another connection with the same role")
+            if election_id is not None:
+                self._wait_for_holder_to_leave(state, conn, election_id)
             if conn.device_id is None:
                 conn.device_id, conn.role = msg.device_id, role
                 state.members.append(conn)
             conn.election_id = election_id
             conn.role_config = msg.role if msg.HasField("role") else None
             self._elect(state, conn)
+
+    def _wait_for_holder_to_leave(self, state: _RoleState, conn: Connection, election_id: int) -> None:
+        """Return once no other connection of the role holds ``election_id`` (waiting DUPLICATE_GRACE at
+        most, lock released meanwhile); else the error the specification prescribes."""
+        deadline = time.monotonic() + DUPLICATE_GRACE
+        while any(c.election_id == election_id for c in state.members if c is not conn):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise P4RuntimeError(grpc.StatusCode.INVALID_ARGUMENT,
+                                     "Election ID is already used by another connection with the same role")
+            self._left.wait(left)
 
     def _elect(self, state: _RoleState, conn: Connection) -> None:
         was_primary = state.primary is conn
@@ -111,6 +127,7 @@ class Arbitration:
             if state is None or conn not in state.members:
                 return
             state.members.remove(conn)
+            self._left.notify_all()
             if state.primary is conn:
                 state.primary = None
                 self.log.info("primary %s of role %r left", conn.peer, conn.role)

@@ -4,6 +4,8 @@ the same through finsy's client (which must see its primary status and the per-u
 from __future__ import annotations
 
 import asyncio
+import logging
+import threading
 from collections.abc import Iterator
 
 import finsy
@@ -11,6 +13,7 @@ import grpc
 import pytest
 from finsy.proto import U128, p4r
 
+from p4switch.runtime.arbitration import Arbitration, Connection
 from p4switch.tests.runtime import harness
 from p4switch.tests.runtime.harness import update
 from p4switch.tests.runtime.test_p4runtime_l2 import HOST_MAC, dmac_entry, frame_to
@@ -85,6 +88,32 @@ def test_election_id_in_use_ends_the_stream(two_clients: Pair) -> None:
     with pytest.raises(grpc.RpcError) as err:
         second.arbitrate(7)
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_election_id_of_a_stream_that_ends_meanwhile_is_taken() -> None:
+    """A client that ends its stream and opens the next with the same election id at once (the tutorials'
+    PTF tests, one stream per test) can arrive before the server has seen the first end: it waits for it
+    and becomes primary, where it used to be refused (and the tutorials' client then waited forever)."""
+    arbitration = Arbitration(0, logging.getLogger("test"))
+    first, second = Connection("first"), Connection("second")
+    hello = p4r.MasterArbitrationUpdate(device_id=0, election_id=U128.encode(7))
+    arbitration.update(first, hello)
+    waiting = threading.Event()
+    wait = arbitration._left.wait
+
+    def counted(timeout: float | None = None) -> bool:
+        waiting.set()
+        return wait(timeout)
+
+    arbitration._left.wait = counted  # type: ignore[method-assign]
+    asking = threading.Thread(target=arbitration.update, args=(second, hello))
+    asking.start()
+    assert waiting.wait(30)  # the second waits for the first to end
+    arbitration.remove(first)
+    asking.join(timeout=30)
+    assert not asking.is_alive()
+    update = second.outbox.get_nowait()
+    assert isinstance(update, p4r.StreamMessageResponse) and update.arbitration.status.code == OK
 
 
 def test_wrong_device_id_ends_the_stream(switch: harness.InProcessSwitch) -> None:
