@@ -229,7 +229,7 @@ class KeyManager:
     def on_ack(self, sender: Host, mad: bytes) -> tuple[Delivery, int] | None:
         """:meth:`on_response` for the 256 bytes of an authenticated GetResp (TransactionID at 8,
         status at 4)."""
-        return self.on_response(sender, int.from_bytes(mad[8:16], "big"), int.from_bytes(mad[4:6], "big"))
+        return self.on_response(sender, layers.mad_tid(mad), int.from_bytes(mad[4:6], "big"))
 
     def outstanding(self) -> int:
         """MADs not yet acknowledged nor given up (sent or waiting for room in the window)."""

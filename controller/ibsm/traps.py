@@ -28,7 +28,6 @@ from .fabric import FabricError, FabricPlan, Trace, dst_id, trace
 from .topology import Host, Topology
 
 UD_SEND_ONLY = 0x64
-MAD_TID_START, MAD_TID_END = 8, 16  # the TransactionID in the MAD's common header (IBA 13.4.3)
 
 
 @dataclass(frozen=True)
@@ -99,9 +98,9 @@ class RawMad:
     @property
     def transaction_id(self) -> int | None:
         """The TransactionID field of the MAD's common header, or None if the payload is too short."""
-        if len(self.payload) < MAD_TID_END:
+        if len(self.payload) < layers.MAD_TID_AT.stop:
             return None
-        return int.from_bytes(self.payload[MAD_TID_START:MAD_TID_END], "big")
+        return layers.mad_tid(self.payload)
 
     @property
     def is_response(self) -> bool:

@@ -74,6 +74,12 @@ GSI_QKEY = 0x80010000
 """The well-known Q_Key of QP1 (IBA 15.4.2)."""
 
 MAD_LEN = 256
+MAD_TID_AT = slice(8, 16)  # the TransactionID in the MAD's common header (IBA 13.4.3)
+
+
+def mad_tid(mad: bytes) -> int:
+    """The TransactionID of a MAD's bytes (its common header); the caller has checked they are that long."""
+    return int.from_bytes(mad[MAD_TID_AT], "big")
 MAD_HEADER_LEN = 24
 MAD_DATA_LEN = MAD_LEN - MAD_HEADER_LEN
 MAD_BASE_VERSION = 1

@@ -94,7 +94,7 @@ class ManagementAgent:
             return Drop.BAD_AUTH
         try:
             mad_auth.verify(ca_sk.material, payload, view.src_gid)
-            self._tid_guard.accept(view.src_gid, int.from_bytes(payload[8:16], "big"))
+            self._tid_guard.accept(view.src_gid, layers.mad_tid(payload))
         except mad_auth.MadReplayError:
             return Drop.REPLAY
         except mad_auth.MadAuthError:
@@ -137,7 +137,7 @@ class ManagementAgent:
             if log.isEnabledFor(logging.INFO):  # a fabric's distribution is thousands of batches
                 log.info("key batch received from the SM: %s", ", ".join(map(repr, batch)))
             status = int(layers.MadStatus.OK)
-        tid = int.from_bytes(header[8:16], "big")
+        tid = layers.mad_tid(header)
         ack = layers.vendor_header(layers.VendorAttr.KEY_BATCH, tid, response=True, status=status)
         self._send_authenticated(sender, ack + keybatch.ack_body(body), ca_sk)
         return Taken.MAD if status == layers.MadStatus.OK else Drop.MALFORMED
