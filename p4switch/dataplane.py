@@ -11,6 +11,7 @@ from the PACKET_AUXDATA message. Optionally every frame is written to ``<iface>_
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import mmap
 import os
@@ -35,6 +36,10 @@ PACKET_IGNORE_OUTGOING = 23
 PACKET_QDISC_BYPASS = 20
 PACKET_AUXDATA = 8
 PACKET_STATISTICS = 6
+SIOCGIFFLAGS = 0x8913
+IFF_UP = 0x1
+IFREQ_FLAGS = struct.Struct("16sH22x")
+"""struct ifreq: the interface's name, then its flags (the rest of the 40-byte union unused)"""
 TPACKET_STATS = struct.Struct("II")
 """struct tpacket_stats: frames received and frames the kernel dropped (socket or ring full); both
 reset on every read"""
@@ -103,6 +108,10 @@ class Port:
     ifindex: int = 0
     lost: bool = False
     """the interface disappeared: the port is no longer polled"""
+    down: bool = False
+    """a socket error came while the interface was still there: deleting an interface first takes it
+    down, and that one error (ENETDOWN) can arrive before the name is gone; no second error follows, so
+    the port is looked at again on every wakeup until it is gone or up"""
     kernel_drops: int = 0
     """frames the kernel dropped before this socket could take them (its buffer or ring was full)"""
 
@@ -283,25 +292,37 @@ class Dataplane:
                     poller.unregister(fd)
                     continue
                 self._drain(port, buf, view)
+            for port in self.ports.values():
+                if port.down and self._recheck(port):
+                    poller.unregister(port.sock.fileno())
 
     def _port_error(self, port: Port) -> bool:
         """A socket error (poll keeps reporting it until it is read, which would spin the loop): read it,
         and tell whether the interface is gone for good (then True: logged once, counted, not polled)."""
         err = port.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
         port.errors["socket_errors"] += 1
-        try:
-            present = socket.if_nametoindex(port.iface) == port.ifindex
-        except OSError:
-            present = False
-        if not present:
-            port.lost = True
-            self.stats["port_lost"] += 1
-            self.log.warning("port %d: interface %s disappeared (%s); it is no longer polled", port.number,
-                             port.iface, os.strerror(err) if err else "gone")
+        if not _present(port):
+            self._lost(port, err)
             return True
+        port.down = True
         if port.errors["socket_errors"] == 1:
             self.log.warning("port %d (%s): %s", port.number, port.iface, os.strerror(err))
         return False
+
+    def _recheck(self, port: Port) -> bool:
+        """A port that went down: True once its interface is gone (the kernel rebinds the socket by itself
+        when it comes up again)."""
+        if not _present(port):
+            self._lost(port, 0)
+            return True
+        port.down = not _up(port)
+        return False
+
+    def _lost(self, port: Port, err: int) -> None:
+        port.lost, port.down = True, False
+        self.stats["port_lost"] += 1
+        self.log.warning("port %d: interface %s disappeared (%s); it is no longer polled", port.number,
+                         port.iface, os.strerror(err) if err else "gone")
 
     def _drain_ring(self, port: Port, ring: RxRing) -> None:
         """Process up to BURST frames the kernel put in the port's ring: per frame one header unpack,
@@ -384,3 +405,19 @@ class Dataplane:
                 if pcap:
                     pcap.close()
             self.log.info("port %d (%s): %s", port.number, port.iface, port.summary())
+
+
+def _present(port: Port) -> bool:
+    try:
+        return socket.if_nametoindex(port.iface) == port.ifindex
+    except OSError:
+        return False
+
+
+def _up(port: Port) -> bool:
+    request = IFREQ_FLAGS.pack(port.iface.encode(), 0)
+    try:
+        flags = IFREQ_FLAGS.unpack(fcntl.ioctl(port.sock.fileno(), SIOCGIFFLAGS, request))[1]
+    except OSError:
+        return False
+    return bool(flags & IFF_UP)

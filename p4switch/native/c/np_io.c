@@ -6,6 +6,8 @@
  * The thread blocks in poll() while nothing arrives. Frames for the CPU port, frames for a pipeline
  * that runs in Python (np_io_set_pipeline(NULL)), dumps and port notices go to Python through an event
  * queue (np_queue.h). A port whose interface disappears is reported once, counted and no longer polled.
+ * Deleting an interface first takes it down, and the socket's one error (ENETDOWN) can arrive while the
+ * name still resolves: such a port is looked at again every NP_DOWN_RECHECK_MS until it is gone or up.
  * Optional pcap files per port (BMv2's --pcap), written once the rings are empty or a buffer is full.
  *
  * The same code is the bench's bare forwarder: np_io_set_bare() forwards every frame of one port to
@@ -21,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -43,6 +46,7 @@
 #define NP_SOCKET_BUFFER (32 << 20)
 #define NP_PCAP_BUFFER (256u << 10)
 #define NP_QUEUE_BUDGET (64u << 20)
+#define NP_DOWN_RECHECK_MS 100
 
 /* event kinds (p4switch/native/io.py reads them) */
 enum { NP_EV_PACKET_IN = 1, NP_EV_RX_FRAME = 2, NP_EV_DUMP_RX = 3, NP_EV_DUMP_TX = 4, NP_EV_PORT_LOST = 5,
@@ -65,6 +69,7 @@ typedef struct np_port {
     int fd;
     int filter_outgoing; /* the kernel could not be told to keep our own transmissions from us */
     int lost;
+    int down; /* a socket error came while the interface was still there: rechecked until gone or up */
     uint8_t *ring;
     uint32_t frame_size, frames, next;
     size_t ring_bytes;
@@ -378,19 +383,54 @@ int np_io_send(np_io *io, uint32_t port, const uint8_t *data, uint32_t len) {
 
 /* --------------------------------------------------------------------------------------- receive */
 
+static void report_lost(np_io *io, np_port *p, int soerr) {
+    p->lost = 1; /* the interface is gone: stop polling it for good */
+    p->down = 0;
+    npq_push(&io->events, NP_EV_PORT_LOST, p->number, (uint32_t)soerr, (const uint8_t *)p->ifname,
+             (uint32_t)strlen(p->ifname));
+}
+
+static int iface_gone(const np_port *p) {
+    return (int)if_nametoindex(p->ifname) != p->ifindex;
+}
+
+static int iface_up(const np_port *p) {
+    struct ifreq ifr = {0};
+    memcpy(ifr.ifr_name, p->ifname, sizeof ifr.ifr_name - 1);
+    return ioctl(p->fd, SIOCGIFFLAGS, &ifr) == 0 && (ifr.ifr_flags & IFF_UP);
+}
+
 static void port_error(np_io *io, np_port *p) {
     int soerr = 0;
     socklen_t size = sizeof soerr;
     getsockopt(p->fd, SOL_SOCKET, SO_ERROR, &soerr, &size); /* reading the error clears it */
     p->stats.errors++;
-    if ((int)if_nametoindex(p->ifname) != p->ifindex) {
-        p->lost = 1; /* the interface is gone: stop polling it for good */
-        npq_push(&io->events, NP_EV_PORT_LOST, p->number, (uint32_t)soerr, (const uint8_t *)p->ifname,
-                 (uint32_t)strlen(p->ifname));
-    } else if (p->stats.errors == 1) {
+    if (iface_gone(p)) {
+        report_lost(io, p, soerr);
+        return;
+    }
+    p->down = 1;
+    if (p->stats.errors == 1)
         npq_push(&io->events, NP_EV_PORT_ERROR, p->number, (uint32_t)soerr, (const uint8_t *)p->ifname,
                  (uint32_t)strlen(p->ifname));
+}
+
+/* A port that went down may be on its way out (no second error comes when it is deleted) or back up (the
+ * kernel binds the socket again by itself); 1 while some port is still down. */
+static int recheck_down(np_io *io) {
+    int any = 0;
+    for (int i = 0; i < io->nports; i++) {
+        np_port *p = &io->ports[i];
+        if (!p->down)
+            continue;
+        if (iface_gone(p))
+            report_lost(io, p, ENODEV);
+        else if (iface_up(p))
+            p->down = 0;
+        else
+            any = 1;
     }
+    return any;
 }
 
 static void deliver(np_io *io, np_port *p, const uint8_t *frame, uint32_t len, const struct timespec *ts,
@@ -455,12 +495,12 @@ static void *io_thread(void *arg) {
     np_io *io = arg;
     struct pollfd pfds[NP_MAX_PORTS + 1];
     np_sink sink = {{sink_frame}, io};
-    int more = 0;
+    int more = 0, down = 0;
     while (!io->stopping) {
         pfds[0] = (struct pollfd){io->wake_fd, POLLIN, 0};
         for (int i = 0; i < io->nports; i++)
             pfds[i + 1] = (struct pollfd){io->ports[i].lost ? -1 : io->ports[i].fd, POLLIN, 0};
-        int n = poll(pfds, (nfds_t)io->nports + 1, more ? 0 : -1);
+        int n = poll(pfds, (nfds_t)io->nports + 1, more ? 0 : down ? NP_DOWN_RECHECK_MS : -1);
         if (n < 0 && errno != EINTR)
             break;
         __atomic_add_fetch(&io->wakeups, 1, __ATOMIC_RELAXED);
@@ -485,6 +525,7 @@ static void *io_thread(void *arg) {
         }
         if (pipe && !io->bare_mode)
             pipe->unlock(pipe->sw);
+        down = recheck_down(io);
         for (int i = 0; i < io->nports; i++) {
             np_port *p = &io->ports[i];
             if (p->pending)

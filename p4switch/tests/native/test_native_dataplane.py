@@ -113,3 +113,23 @@ def test_a_vanished_interface_is_reported_once_and_no_longer_polled(running: Run
     assert len(lost) == 1 and running.pairs[1][0] in lost[0].getMessage()
     running.hosts[0].send(frame_to(bytes.fromhex("0200000000cc")))  # port 1 still works
     running.wait_for("a frame after the loss", lambda: running.to_cpu)
+
+
+def test_a_port_that_went_down_is_lost_when_deleted_and_works_when_up_again(running: Running) -> None:
+    """Deleting an interface takes it down first: the socket's one error can come while the name still
+    resolves, and none follows the deletion. Taking it down by hand makes that order certain."""
+    iface, errors = running.pairs[1][0], lambda: running.dataplane.port_stats()[2]["errors"]
+    harness.run("ip", "link", "set", iface, "down")
+    running.wait_for("the port's error", lambda: errors() == 1)
+    harness.run("ip", "link", "set", iface, "up")
+    running.hosts[0].send(frame_to(HOST_B, b"up again"))
+    assert running.hosts[1].receive(match=HOST_B) == frame_to(HOST_B, b"up again")
+    harness.run("ip", "link", "set", iface, "down")
+    running.wait_for("the port's second error", lambda: errors() == 2)
+    assert running.dataplane.stats["port_lost"] == 0
+    harness.run("ip", "link", "del", iface)
+    running.wait_for("the lost port is reported", lambda: running.dataplane.stats["port_lost"] == 1)
+    time.sleep(0.3)
+    before = running.dataplane.wakeups()
+    time.sleep(0.5)
+    assert running.dataplane.wakeups() == before  # no longer rechecked once lost
