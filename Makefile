@@ -4,7 +4,7 @@ PY      := $(VENV)/bin/python
 TARGET  ?= p4switch
 PYTEST_ARGS ?=
 # benchmark modules, each runnable as `python -m MODULE`; every part adds its own
-BENCHES ?= p4switch.bench p4switch.runtime.bench p4switch.frontend.bench ibsec.bench_transport ibsec.bench_skc ibsm.bench evaluation.key_bench ibsec.agent.bench
+BENCHES ?= p4switch.tests.bench p4switch.tests.runtime.bench p4switch.frontend.bench ibsec.bench_transport ibsec.bench_skc labs.sm_bench evaluation.key_bench ibsec.agent.bench
 
 .PHONY: help setup lint test bench demo eval fuzz scale wireshark clean conformance conformance-docs \
 	conformance-bmv2 conformance-bmv2-docs
@@ -17,7 +17,7 @@ setup: ## install system packages (apt-get) and the Python venv (idempotent)
 
 lint: setup ## ruff and mypy over the project's Python
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy p4switch scapy-tools/ibsec controller/ibsm ptf-tests topologies evaluation tests
+	$(VENV)/bin/mypy p4switch scapy-tools/ibsec controller/ibsm ptf-tests topologies labs evaluation tests
 
 test: setup lint build ## run the whole test suite (what CI runs)
 	$(PY) -m pytest $(PYTEST_ARGS)

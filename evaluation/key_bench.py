@@ -30,9 +30,10 @@ from pathlib import Path
 from ibsec import addressing
 from ibsec.agent.adapter import Adapter, AgentConfig
 from ibsm.keymgr import KeyManager, KeyOptions
-from ibsm.lab import ca_keys
 from ibsm.topology import Host, Member, Partition, Switch, Topology
 from ibsm.traps import MadSource, parse_frame
+
+from labs.sm_fabric import ca_keys
 
 PAPER_CLAIM_S = 1.0
 SUBNET = 1

@@ -1,4 +1,4 @@
-"""The SM's part of the hostile-input suite as CI runs it: ``python -m ibsm.fuzz`` with a short run (the
+"""The SM's part of the hostile-input suite as CI runs it: ``python -m ibsec.fuzz.sm`` with a short run (the
 long run, 100,000 frames, is in docs/security.md), against ``sm run`` and software switches over gRPC."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ FRAMES = 1500
 
 def test_a_short_fuzz_run_holds_every_check_and_reaches_every_outcome(tmp_path: Path) -> None:
     report = tmp_path / "fuzz.json"
-    done = subprocess.run([sys.executable, "-m", "ibsm.fuzz", "--frames", str(FRAMES), "--seed", "14",
+    done = subprocess.run([sys.executable, "-m", "ibsec.fuzz.sm", "--frames", str(FRAMES), "--seed", "14",
                            "--run-dir", str(tmp_path / "run"), "--report", str(report)],
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

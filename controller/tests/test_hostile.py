@@ -20,9 +20,10 @@ from ibsec.agent.adapter import Adapter
 from ibsec.agent.qp import Service
 from ibsm import control
 from ibsm.keymgr import KeyOptions
-from ibsm.lab import Fabric, ca_keys, flood_frame
 from ibsm.sif import SifOptions
 from ibsm.traps import TrapOptions, parse_frame
+
+from labs.sm_fabric import Fabric, ca_keys, flood_frame
 
 from .test_sm_inprocess import _agents, _events, _start, _until, fabric  # noqa: F401 - fixture by name
 
@@ -231,7 +232,7 @@ async def test_restarted_agent_is_provisioned_again(fabric: Fabric, tmp_path: Pa
 
 
 async def test_packet_outs_written_at_once_keep_the_stream_primary(fabric: Fabric, tmp_path: Path) -> None:  # noqa: F811
-    """Found by ibsm.fuzz: two tasks writing PacketOuts to one switch at once (key retries and a
+    """Found by ibsec.fuzz.sm: two tasks writing PacketOuts to one switch at once (key retries and a
     re-provisioning) broke the gRPC stream; finsy then sent on a new stream that was never primary, so
     every later PacketOut was refused and every PacketIn lost. 30 at once (15 times h1's key batch and
     P_Key table), then the stream still works."""

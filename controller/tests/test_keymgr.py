@@ -7,9 +7,10 @@ from pathlib import Path
 from ibsec import addressing, keybatch, layers, mad_auth
 from ibsec.agent.adapter import Adapter, AgentConfig
 from ibsm.keymgr import Delivery, KeyManager, KeyOptions
-from ibsm.lab import ca_keys
 from ibsm.topology import Topology
 from scapy.layers.l2 import Ether
+
+from labs.sm_fabric import ca_keys
 
 
 class Clock:

@@ -3,7 +3,7 @@
 One fat tree for the whole module, in order: pipeline pushed and entries readable over P4Runtime, keys
 acknowledged, a spoofed flood marked by the switches, trapped by the victim's agent, filtered at the true
 port and flushed after the quiet period, a forged trap ignored, a killed switch reprogrammed once it
-answers again (how soon is measured by `make bench`: ibsm.bench's reconnect), a killed SM reconciling
+answers again (how soon is measured by `make bench`: labs.sm_bench's reconnect), a killed SM reconciling
 without duplicates, SIGTERM stopping it cleanly.
 """
 
@@ -25,9 +25,10 @@ import finsy as fy
 import pytest
 from ibsec import keys, names
 from ibsec.control import ControlClient
-from ibsm.lab import flood_frame, trap_257
 from ibsm.topology import load_topology
 from ibsm.traps import RawMad, parse_frame
+
+from labs.sm_fabric import flood_frame, trap_257
 
 from .conftest import DATA
 from .processes import ROOT, ProcessFabric, process_fabric

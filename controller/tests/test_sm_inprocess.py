@@ -22,11 +22,12 @@ from ibsec.polling import poll_until_async
 from ibsm import cli, control
 from ibsm.core import SmOptions, SubnetManager
 from ibsm.events import read_events
-from ibsm.lab import Fabric, ca_keys, flood_frame, inprocess_fabric, trap_257
 from ibsm.partitions import load_partitions
 from ibsm.sif import SifOptions
 from ibsm.topology import Partition
 from ibsm.traps import TrapOptions
+
+from labs.sm_fabric import Fabric, ca_keys, flood_frame, inprocess_fabric, trap_257
 
 from .conftest import DATA
 
@@ -286,7 +287,7 @@ async def test_trap_flood_is_absorbed(fabric: Fabric, tmp_path: Path) -> None:
 
         flooding = asyncio.get_running_loop().run_in_executor(None, flood)
         fabric.send_from_host("h2", flood_frame(fabric.topo, claimed="h4", victim="h1", pkey=0x5555))
-        while not flooding.done():  # answered all along (how fast: ibsm.bench's trap flood)
+        while not flooding.done():  # answered all along (how fast: labs.sm_bench's trap flood)
             await run.sm.status()
             await asyncio.sleep(0.05)
         await _until(lambda: any(e["pkey"] == "0x5555" for e in _events(tmp_path, "filter-installed")))

@@ -10,9 +10,10 @@ import pytest
 from ibsec import addressing, keys
 from ibsec.builder import Builder
 from ibsm.fabric import plan_fabric
-from ibsm.lab import ca_keys, trap_257
 from ibsm.topology import Topology
 from ibsm.traps import MadSource, NotAMad, TrapHandler, TrapOptions, parse_frame
+
+from labs.sm_fabric import ca_keys, trap_257
 
 from .test_fabric import _walk
 
@@ -133,7 +134,7 @@ def test_a_mad_older_than_the_max_age_is_stale(fat_tree: Topology) -> None:
     fresh = trap_257(fat_tree, victim, store.ca_key(victim.guid), bad_pkey=0x1234,
                      claimed_gid=fat_tree.hosts[0].gid, mf=0, tid=sent + 2 * 10**9)
     assert handler.handle(parse_frame(fresh), "s2", 1).status == "accepted"  # 59 s old: still news
-    # found by ibsm.fuzz: a TransactionID far in the future, accepted, made every later trap a replay
+    # found by ibsec.fuzz.sm: a TransactionID far in the future, accepted, made every later trap a replay
     ahead = trap_257(fat_tree, victim, store.ca_key(victim.guid), bad_pkey=0x1234,
                      claimed_gid=fat_tree.hosts[0].gid, mf=0, tid=(1 << 64) - 1)
     report = handler.handle(parse_frame(ahead), "s2", 1)
@@ -163,7 +164,7 @@ def test_a_capture_sent_before_the_sm_started_is_a_replay(fat_tree: Topology, tm
 
 
 def test_trap_257_with_a_p_key_wider_than_16_bits_is_malformed(fat_tree: Topology) -> None:
-    """Found by ibsm.fuzz: the 32-bit key field of an authentic trap 257 reached SIF, which could not
+    """Found by ibsec.fuzz.sm: the 32-bit key field of an authentic trap 257 reached SIF, which could not
     write a 16-bit match with it (an internal error). Such a trap is malformed and acted on by nobody."""
     handler, store, _ = _handler(fat_tree)
     victim = fat_tree.hosts[2]

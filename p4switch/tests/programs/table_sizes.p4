@@ -1,5 +1,5 @@
 /* Large tables of each kind of entry lookup, for the P4Runtime write/read benchmark
- * (python -m p4switch.runtime.bench): what one write or one read costs as a table fills up.
+ * (python -m p4switch.tests.runtime.bench): what one write or one read costs as a table fills up.
  *   by_mac    exact dst MAC with a direct counter (dict lookup in the engine);
  *   by_type   ternary EtherType and src MAC, so entries take a priority (priority-ordered scan);
  *   by_flow   exact src MAC through an action selector, written with one-shot action sets.

@@ -10,7 +10,7 @@ held); what they share:
 - :mod:`.report`: the summary every component prints (frames, internal errors, tracebacks, drops by
   reason) as text and as one JSON line, and the exit status.
 
-Components: ``agent`` (:mod:`.agent`) and ``sm`` (:mod:`ibsm.fuzz`: ``sm run`` against software switches,
+Components: ``agent`` (:mod:`.agent`) and ``sm`` (:mod:`.sm`: ``sm run`` against software switches,
 with its own summary of where each frame went). Another component plugs in by adding its module here.
 """
 
@@ -18,6 +18,6 @@ from __future__ import annotations
 
 COMPONENTS: dict[str, str] = {
     "agent": "ibsec.fuzz.agent",
-    "sm": "ibsm.fuzz",
+    "sm": "ibsec.fuzz.sm",
 }
 """Component name -> module with ``main(argv: list[str] | None) -> int``."""

@@ -1,7 +1,7 @@
 """Benchmark: p4switch on its two engines against the bare C forwarder (and BMv2 when it is installed),
 over veths, side by side in one run.
 
-    python -m p4switch.bench [--frames N] [--seconds S] [--latency-frames N] [--idle-switches N]
+    python -m p4switch.tests.bench [--frames N] [--seconds S] [--latency-frames N] [--idle-switches N]
                              [--idle-seconds S] [--skip throughput,latency,pcap,idle]
 
 For (a) the one-table L2 forwarder (p4switch/tests/programs/l2fwd.p4) and (b) the project's pipeline
@@ -68,7 +68,7 @@ from p4switch.engine.api import ActionCall, Exact, Lpm
 from p4switch.tests.runtime import harness
 from p4switch.tests.runtime.harness import update
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SIZES = (128, 1024)
 BURST = 400
 """Frames queued per burst: within a receive ring (512 frames at 1500-byte MTU, both engines')."""
@@ -548,7 +548,8 @@ def goals(results: list[Result], lat: dict[str, list[float]], pcap: tuple[Result
 
 # ------------------------------------------------------------------------------------------------ main
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m p4switch.bench", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m p4switch.tests.bench",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--frames", type=int, default=30000,
                         help="frames per subject and run (default 30000)")
     parser.add_argument("--seconds", type=float, default=15.0,
@@ -577,12 +578,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     skip = set(filter(None, args.skip.split(",")))
     if shutil.which("ip") is None or os.geteuid() != 0:
-        print("p4switch.bench: needs root and iproute2 (ip) for veth pairs", file=sys.stderr)
+        print("p4switch.tests.bench: needs root and iproute2 (ip) for veth pairs", file=sys.stderr)
         return 1
     reference = bmv2()
     kinds = ["python", "native", "bare"] + (["bmv2"] if reference else [])
     if not reference:
-        print(f"p4switch.bench: BMv2 not measured ({targets.TARGETS['bmv2'].missing()})", flush=True)
+        print(f"p4switch.tests.bench: BMv2 not measured ({targets.TARGETS['bmv2'].missing()})", flush=True)
     results: list[Result] = []
     lat: dict[str, list[float]] = {}
     pcap: tuple[Result, Result] | None = None

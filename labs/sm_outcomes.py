@@ -1,13 +1,13 @@
 """The SM's attacks of issue 14, measured: one table of outcomes, runnable against any tree's SM.
 
-    python controller/ibsm/outcomes.py                                             # this tree
+    python -m labs.sm_outcomes                                                     # this tree
     git archive main controller scapy-tools | tar -x -C /tmp/before
-    PYTHONPATH=/tmp/before/controller:/tmp/before/scapy-tools python controller/ibsm/outcomes.py
+    PYTHONPATH=/tmp/before/controller:/tmp/before/scapy-tools python -m labs.sm_outcomes
 
-Run as a script (not ``-m``), it imports ``ibsm`` and ``ibsec`` from wherever ``PYTHONPATH`` points and uses
+Run from this tree's root, it imports ``ibsm`` and ``ibsec`` from wherever ``PYTHONPATH`` points and uses
 only what both the tree before issue 14 and this one have, so the same scenarios measure either. Each
 scenario starts the SM (``SubnetManager`` over real gRPC) on software switches in this process, with
-in-process host agents (``ibsm.lab``), configured as ``sm run`` configures it:
+in-process host agents (``labs.sm_fabric``), configured as ``sm run`` configures it:
 
 - ``sm-gid-flood``: h1 floods h3 with P_Key 0x1234 claiming the SM's GID (defect 8);
 - ``trap-replay``: h3's agent traps a flood; the SM restarts; everything h3 sent it is replayed (defect 9);
@@ -37,16 +37,16 @@ from ibsec import addressing, names
 from ibsec.agent.adapter import Adapter, AgentConfig
 from ibsec.agent.qp import AdapterError, Service
 from ibsec.polling import poll_until_async
-from scapy.layers.inet6 import IPv6
-from scapy.layers.l2 import Ether
-
 from ibsm.control import serve_control
 from ibsm.core import SmOptions, SubnetManager
 from ibsm.events import read_events
-from ibsm.lab import Fabric, ca_keys, flood_frame, inprocess_fabric
 from ibsm.traps import TrapOptions
+from scapy.layers.inet6 import IPv6
+from scapy.layers.l2 import Ether
 
-HERE = Path(__file__).resolve().parents[2]
+from labs.sm_fabric import Fabric, ca_keys, flood_frame, inprocess_fabric
+
+HERE = Path(__file__).resolve().parents[1]
 EXAMPLE = HERE / "controller" / "tests" / "data" / "fattree-2x2.json"
 BUILD = HERE / "build"
 

@@ -24,6 +24,8 @@ from typing import Any
 import grpc
 from ibsec import addressing, keys, layers, mad_auth, names
 from ibsec.builder import Builder
+from ibsm.events import read_events
+from ibsm.topology import Host, Topology, load_topology
 from scapy.layers.inet import UDP
 from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether
@@ -31,9 +33,6 @@ from scapy.packet import Raw
 
 from p4switch.runtime.device import Device
 from p4switch.runtime.server import P4RuntimeService, serve
-
-from .events import read_events
-from .topology import Host, Topology, load_topology
 
 
 @dataclass

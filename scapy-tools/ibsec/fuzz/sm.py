@@ -1,6 +1,6 @@
-"""``python -m ibsm.fuzz``: hostile MADs against a live SM, every frame accounted for (issue 14).
+"""``python -m ibsec.fuzz.sm``: hostile MADs against a live SM, every frame accounted for (issue 14).
 
-The fabric runs in this process (``ibsm.lab``: software switches over real gRPC); the SM is the real
+The fabric runs in this process (``labs.sm_fabric``: software switches over real gRPC); the SM is the real
 ``sm run`` in its own process, distributing keys, with the punt meter opened wide so that every frame a
 switch punts reaches it. Frames go in at the switches' host ports as a host would send them, built
 from what hosts really send the SM and then mutated with knowledge of their structure:
@@ -47,14 +47,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ibsm.topology import Host
+
 from ibsec import addressing, control, keys, layers, mad_auth, names, rocev2
 from ibsec.builder import Builder
 from ibsec.cliopts import integer
+from labs.sm_fabric import Fabric, ca_keys, inprocess_fabric, next_tid, sm_process
 
-from .lab import Fabric, ca_keys, inprocess_fabric, next_tid, sm_process
-from .topology import Host
-
-EXAMPLE = Path(__file__).resolve().parents[1] / "tests" / "data" / "fattree-2x2.json"
+EXAMPLE = Path(__file__).resolve().parents[3] / "controller" / "tests" / "data" / "fattree-2x2.json"
 MAD_AT = rocev2.MAD_AT
 BATCH = 250
 COUNT_TIMEOUT = 300.0  # seconds the SM may take to count a batch (a guard: a loaded machine is slow)
@@ -424,9 +424,9 @@ def summary_text(report: Report) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m ibsm.fuzz`` (also the ``sm`` component of ``python -m ibsec.fuzz``): 0 if every check
+    """``python -m ibsec.fuzz.sm`` (also the ``sm`` component of ``python -m ibsec.fuzz``): 0 if every check
     held."""
-    parser = argparse.ArgumentParser(prog="python -m ibsm.fuzz", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m ibsec.fuzz.sm", description=__doc__.splitlines()[0])
     parser.add_argument("--frames", type=integer(1, 10**8), default=100_000, help="frames to send")
     parser.add_argument("--seed", type=integer(0, 2**63), default=1, help="random seed (a run is repeatable)")
     parser.add_argument("--run-dir", type=Path,

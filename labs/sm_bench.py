@@ -1,7 +1,7 @@
-"""``python -m ibsm.bench``: how fast the SM turns a trap into a filter, and how many traps it absorbs.
+"""``python -m labs.sm_bench``: how fast the SM turns a trap into a filter, and how many traps it absorbs.
 
-The fabric runs in this process (software switches over real gRPC, host agents in-process: ``ibsm.lab``);
-the SM is the real ``sm run`` in its own process, as in a deployment. Three measurements:
+The fabric runs in this process (``labs.sm_fabric``: software switches over real gRPC, host agents
+in-process); the SM is the real ``sm run`` in its own process, as in a deployment. Three measurements:
 
 1. trap to filter: an attacker sends one packet with a bad P_Key under a forged source; the victim's agent
    traps; the clock runs from the trap frame entering the victim's switch to the partition-mode entry
@@ -38,9 +38,18 @@ from ibsec import addressing, control, keys, names, rocev2
 from ibsec.agent.adapter import Adapter, AgentConfig
 from ibsec.polling import poll_until
 
-from .lab import Fabric, ca_keys, events_of, flood_frame, inprocess_fabric, next_tid, sm_process, trap_257
+from labs.sm_fabric import (
+    Fabric,
+    ca_keys,
+    events_of,
+    flood_frame,
+    inprocess_fabric,
+    next_tid,
+    sm_process,
+    trap_257,
+)
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "tests" / "data" / "fattree-2x2.json"
+EXAMPLE = Path(__file__).resolve().parents[1] / "controller" / "tests" / "data" / "fattree-2x2.json"
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -195,7 +204,7 @@ def _wait_event(path: Path, kind: str, since: float, timeout: float = 60.0) -> d
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ibsm.bench", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m labs.sm_bench", description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=60, help="trap-to-filter rounds (>= 50 for the p99)")
     parser.add_argument("--seconds", type=float, default=3.0, help="length of each trap flood")
     parser.add_argument("--restarts", type=int, default=10, help="switch restarts to time")

@@ -1,6 +1,6 @@
 """Benchmark: what one P4Runtime write or read of a table entry costs as the table fills up.
 
-    python -m p4switch.runtime.bench [--entries N] [--ops K] [--seconds S]
+    python -m p4switch.tests.runtime.bench [--entries N] [--ops K] [--seconds S]
 
 A p4switch P4Runtime server runs in this process (the runtime tests' in-process server: a real gRPC
 server on 127.0.0.1, a client on the raw stub) with p4switch/tests/programs/table_sizes.p4. For each of
@@ -195,7 +195,7 @@ def report(results: dict[str, dict[str, dict[int, Step]]], sizes: list[int]) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m p4switch.runtime.bench",
+    parser = argparse.ArgumentParser(prog="python -m p4switch.tests.runtime.bench",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--entries", type=int, default=10_000, help="largest table size (default 10000)")
     parser.add_argument("--sizes", default="100,1000,10000",

@@ -9,8 +9,8 @@ docs/security.md embeds) and one JSON line.
 The agents are those of the checkout on ``PYTHONPATH``; the tools always come from the tree this file is in
 (``--tools``), so one script measures before and after a change::
 
-    python scapy-tools/ibsec/attacks/outcomes.py                                   # this tree
-    PYTHONPATH=/path/to/old/scapy-tools python scapy-tools/ibsec/attacks/outcomes.py   # another tree's agents
+    python -m labs.attack_outcomes                                           # this tree
+    PYTHONPATH=/path/to/old/scapy-tools python -m labs.attack_outcomes   # another tree's agents
 
 Only APIs both trees have are used (absolute imports, no ``taken`` counters), so it runs against either.
 Needs root (network namespaces).
@@ -33,16 +33,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from scapy.layers.l2 import Ether
-from scapy.utils import wrpcap
-
 from ibsec import layers, mad_auth, rocev2
 from ibsec.agent.lab import SECURE_PKEY, Agent, Fabric, Host, Provisioned, provision, rc_pair, start_agents
 from ibsec.builder import Builder, gid_bytes
 from ibsec.control import ControlClient
 from ibsec.rocev2 import View, parse
+from scapy.layers.l2 import Ether
+from scapy.utils import wrpcap
 
-TOOLS = Path(__file__).resolve().parents[2]  # scapy-tools/ of this tree
+TOOLS = Path(__file__).resolve().parents[1] / "scapy-tools"  # of this tree
 Row = dict[str, str]
 
 
