@@ -5,6 +5,7 @@ real-process tests. No test logic here: the tests say what they check."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import logging
 import os
@@ -20,13 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+import finsy as fy
 import grpc
 from finsy.proto import U128, p4i, p4r, p4r_grpc, rpc_status
 from google.protobuf import text_format
 
 from p4switch import dataplane, targets
 from p4switch.engine import api as engine
-from p4switch.runtime import codec
 from p4switch.runtime.device import Device
 from p4switch.runtime.p4info import P4InfoIndex, Table
 from p4switch.runtime.server import P4RuntimeService, serve
@@ -55,53 +56,75 @@ class Program:
     json_path: Path
     p4info_path: Path
 
+    @functools.cached_property
+    def schema(self) -> fy.P4Schema:
+        """finsy's view of the P4Info: ids by name, and the encoding of entities, as a controller has."""
+        return fy.P4Schema(self.p4info)
+
     def name_to_id(self, kind: str, name: str) -> int:
-        """The P4Info id of the object of ``kind`` ("tables", "actions", ...) named ``name``."""
-        for obj in getattr(self.p4info, kind):
-            if obj.preamble.name == name:
-                return int(obj.preamble.id)
-        raise KeyError(f"no {kind} named {name}")
+        """The P4Info id of the object of ``kind`` ("tables", "actions", ...; P4Schema's attribute) named
+        ``name``."""
+        return int(getattr(self.schema, kind)[name].id)
 
     def field_id(self, table: str, field_name: str) -> int:
-        tbl = next(t for t in self.p4info.tables if t.preamble.name == table)
-        return next(int(f.id) for f in tbl.match_fields if f.name == field_name)
+        return int(self.schema.tables[table].match_fields[field_name].id)
 
     def param_id(self, action: str, param: str) -> int:
-        act = next(a for a in self.p4info.actions if a.preamble.name == action)
-        return next(int(p.id) for p in act.params if p.name == param)
+        return int(self.schema.actions[action].params[param].id)
 
     def metadata_id(self, header: str, name: str) -> int:
-        cpm = next(c for c in self.p4info.controller_packet_metadata if c.preamble.name == header)
-        return next(int(m.id) for m in cpm.metadata if m.name == name)
+        return int(self.schema.controller_packet_metadata[header].metadata[name].id)
+
+
+def _finsy_value(match: engine.Match) -> object:
+    """An engine match value as finsy's P4TableMatch takes it (the P4Info gives the kind)."""
+    match match:
+        case engine.Exact(value) | engine.Optional_(value):
+            return value
+        case engine.Ternary(value, mask):
+            return value, mask
+        case engine.Lpm(value, prefix_len):
+            return value, prefix_len
+        case engine.Range(low, high):
+            return low, high
+    raise TypeError(f"not an engine match value: {match!r}")
 
 
 class Builder:
-    """P4Runtime entities from names and engine values, with the program's ids and canonical byte
-    strings (the runtime's own codec, so tests state entries the way the engine API does)."""
+    """P4Runtime entities from names and engine values, encoded by finsy's P4Schema with the program's
+    ids and canonical byte strings. Match fields and action parameters are put in id order, the order
+    the server reads them back in, so a test can compare a read entry with the one it wrote."""
 
     def __init__(self, program: Program) -> None:
         self.program = program
+        self.schema = program.schema
         self.index = P4InfoIndex.build(program.p4info)
 
     def table(self, name: str) -> Table:
-        return next(t for t in self.index.tables.values() if t.name == name)
+        return self.index.tables[self.schema.tables[name].id]
 
     def action(self, name: str, **params: int) -> p4r.Action:
-        return codec.encode_action(self.index, engine.ActionCall(name, params))
+        action = fy.P4TableAction(name, **params).encode_action(self.schema)
+        action.params.sort(key=lambda p: p.param_id)
+        return action
 
     def table_entry(self, table: str, match: dict[str, engine.Match] | None = None,
                     action: engine.ActionCall | engine.MemberRef | engine.GroupRef | None = None,
                     priority: int = 0, default: bool = False) -> p4r.TableEntry:
-        info = self.table(table)
-        entry = p4r.TableEntry(table_id=info.id, priority=priority, is_default_action=default)
-        entry.match.extend(codec.encode_match(info, match or {}))
+        """The entry; an ActionCall is a direct action even in an indirect table (finsy would make it a
+        one-shot action set), so tests can send exactly what they state."""
+        fields = fy.P4TableMatch({name: _finsy_value(value) for name, value in (match or {}).items()})
+        indirect = None
         match action:
             case engine.MemberRef(member_id):
-                entry.action.action_profile_member_id = member_id
+                indirect = fy.P4IndirectAction(member_id=member_id)
             case engine.GroupRef(group_id):
-                entry.action.action_profile_group_id = group_id
-            case engine.ActionCall():
-                entry.action.action.CopyFrom(codec.encode_action(self.index, action))
+                indirect = fy.P4IndirectAction(group_id=group_id)
+        entry = fy.P4TableEntry(table, match=fields, action=indirect, priority=priority,
+                                is_default_action=default).encode_entry(self.schema)
+        entry.match.sort(key=lambda f: f.field_id)
+        if isinstance(action, engine.ActionCall):
+            entry.action.action.CopyFrom(self.action(action.name, **action.params))
         return entry
 
     def id(self, kind: str, name: str) -> int:

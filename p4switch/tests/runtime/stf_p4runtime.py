@@ -88,12 +88,12 @@ class StfRun:
         self.client.write(update(MODIFY, table_entry=entry))
 
     def profile_id(self, name: str) -> int:
-        return next(p.id for p in self.index.profiles.values() if p.name == name)
+        return self.program.name_to_id("action_profiles", name)
 
     def do_member(self, cmd: stf.Command) -> None:
         assert isinstance(cmd.action, engine.ActionCall)
         member = p4r.ActionProfileMember(action_profile_id=self.profile_id(cmd.name), member_id=cmd.index,
-                                         action=codec.encode_action(self.index, cmd.action))
+                                         action=self.builder.action(cmd.action.name, **cmd.action.params))
         self.client.write(update(INSERT, action_profile_member=member))
 
     def do_group(self, cmd: stf.Command) -> None:
@@ -118,9 +118,8 @@ class StfRun:
 
     def do_meter(self, cmd: stf.Command) -> None:
         assert cmd.meter is not None
-        meter_id = next(m.id for m in self.index.meters.values() if m.name == cmd.name)
         self.client.write(update(MODIFY, meter_entry=p4r.MeterEntry(
-            meter_id=meter_id, index=p4r.Index(index=cmd.index),
+            meter_id=self.program.name_to_id("meters", cmd.name), index=p4r.Index(index=cmd.index),
             config=codec.encode_meter_config(cmd.meter))))
 
     def do_direct_meter(self, cmd: stf.Command) -> None:
@@ -129,7 +128,7 @@ class StfRun:
             table_entry=self.entries[cmd.index - 1], config=codec.encode_meter_config(cmd.meter))))
 
     def register_id(self, name: str) -> int:
-        return next(r.id for r in self.index.registers.values() if r.name == name)
+        return self.program.name_to_id("registers", name)
 
     def do_register_write(self, cmd: stf.Command) -> None:
         self.client.write(update(MODIFY, register_entry=p4r.RegisterEntry(
@@ -211,9 +210,8 @@ class StfRun:
     # -------------------------------------------------------------------------- checks
     def do_check_counter(self, cmd: stf.Command) -> None:
         self.check_frames()  # counters are read once the frames have gone through
-        counter_id = next(c.id for c in self.index.counters.values() if c.name == cmd.name)
         [entity] = self.client.read(p4r.Entity(counter_entry=p4r.CounterEntry(
-            counter_id=counter_id, index=p4r.Index(index=cmd.index))))
+            counter_id=self.program.name_to_id("counters", cmd.name), index=p4r.Index(index=cmd.index))))
         self.check_counts(cmd, entity.counter_entry.data)
 
     def do_check_direct_counter(self, cmd: stf.Command) -> None:
