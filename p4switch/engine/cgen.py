@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from p4switch import ir
 from p4switch.engine.api import DROP_PORT, MAX_PASSES, ProgramError
-from p4switch.engine.codegen import V1_ERRORS, Emitter, mask
+from p4switch.engine.codegen import Emitter, Generator, mask
 
 HASH_CODES = {"crc16": 0, "crc32": 1, "csum16": 2, "identity": 3, "xor16": 4}
 """np_runtime.h's codes of the algorithms the Python engine implements (externs.HASH_ALGORITHMS)."""
@@ -89,28 +89,16 @@ class Sites:
     digests: list[str] = field(default_factory=list)
 
 
-class CCodegen:
+class CCodegen(Generator):
     """Generates the C source of one IR program."""
 
     def __init__(self, program: ir.Program) -> None:
-        self.program = program
-        self.headers = program.headers
-        self.structs = program.structs
-        self.errors: list[str] = list(program.errors) or V1_ERRORS
-        self.enums = program.enums
-        self.actions = {a.name: a for a in program.actions}
+        super().__init__(program)
         self.action_ids = {name: i for i, name in enumerate(self.actions)}
-        self.tables = {t.name: t for t in program.tables}
-        self.table_ids = {name: i for i, name in enumerate(self.tables)}
-        self.externs = {e.name: e for e in program.externs}
         self.counters = self.extern_index(ir.Counter)
         self.meters = self.extern_index(ir.Meter)
         self.registers = self.extern_index(ir.Register)
         self.profiles = self.extern_index(ir.ActionProfile, ir.ActionSelector)
-        self.out = Emitter()
-        self.tmp = 0
-        self.src = program.source or "?"
-        self.action_fns: dict[tuple[str, str], str] = {}
         self.field_lists: dict[tuple[tuple[str, ...], ...], int] = {(): 0}
         self.sites = Sites()
         self.digest_ids = {d.name: i for i, d in enumerate(program.digests)}
@@ -125,21 +113,9 @@ class CCodegen:
     def unsupported(self, node: object, what: str) -> NativeUnsupported:
         return NativeUnsupported(f"{getattr(node, 'src', '') or self.src}: {what}")
 
-    def fresh(self, prefix: str = "t") -> str:
-        self.tmp += 1
-        return f"_{prefix}{self.tmp}"
-
-    def error_code(self, name: str) -> int:
-        try:
-            return self.errors.index(name)
-        except ValueError:
-            raise ProgramError(f"unknown error {name!r}") from None
-
     def width(self, t: ir.Type) -> int:
-        try:
-            w = ir.width(t)
-        except ValueError as exc:
-            raise ProgramError(str(exc)) from None
+        """The Python back end's width, refused above what the C runtime's values hold."""
+        w = super().width(t)
         if w > MAX_WIDTH:
             raise NativeUnsupported(f"values wider than {MAX_WIDTH} bits ({t.k}<{w}>)")
         return w

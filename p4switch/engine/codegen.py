@@ -104,15 +104,10 @@ class _Case:
     values: list[str] | None = None
 
 
-class Codegen:
-    """Generates the module source for one IR program.
-
-    One class of about a thousand lines, on purpose for now: its sections (type classes, expressions,
-    statements, blocks) recurse into one another (a table apply emits statements, a statement emits
-    expressions, a call inlines an action) over one generation state (the emitter, the temporaries, the
-    source position being generated, the action functions tables bind to), so a split by section only
-    pays once that state is an object of its own. That split is to follow the move of this class onto
-    the typed IR (p4switch/ir.py), which rewrites most of its methods."""
+class Generator:
+    """What both back ends keep of the program they generate (this module's Codegen, Python; cgen's
+    CCodegen, C, which mirrors Codegen method for method) and the helpers on it that do not depend on the
+    target language: written once here so the two cannot drift apart."""
 
     def __init__(self, program: ir.Program) -> None:
         self.program = program
@@ -124,12 +119,42 @@ class Codegen:
         self.tables = {t.name: t for t in program.tables}
         self.table_ids = {name: i for i, name in enumerate(self.tables)}
         self.externs = {e.name: e for e in program.externs}
-        self.extern_ids = {name: i for i, name in enumerate(self.externs)}
         self.out = Emitter()
         self.tmp = 0
         self.src = program.source or "?"  # position of the statement being generated
         # (control name, action name) -> generated function name, for tables to bind
         self.action_fns: dict[tuple[str, str], str] = {}
+
+    def fresh(self, prefix: str = "t") -> str:
+        self.tmp += 1
+        return f"_{prefix}{self.tmp}"
+
+    def error_code(self, name: str) -> int:
+        try:
+            return self.errors.index(name)
+        except ValueError:
+            raise ProgramError(f"unknown error {name!r}") from None
+
+    def width(self, t: ir.Type) -> int:
+        try:
+            return ir.width(t)
+        except ValueError as exc:
+            raise ProgramError(str(exc)) from None
+
+
+class Codegen(Generator):
+    """Generates the module source for one IR program.
+
+    One class of about a thousand lines, on purpose for now: its sections (type classes, expressions,
+    statements, blocks) recurse into one another (a table apply emits statements, a statement emits
+    expressions, a call inlines an action) over one generation state (the emitter, the temporaries, the
+    source position being generated, the action functions tables bind to), so a split by section only
+    pays once that state is an object of its own. That split is to follow the move of this class onto
+    the typed IR (p4switch/ir.py), which rewrites most of its methods."""
+
+    def __init__(self, program: ir.Program) -> None:
+        super().__init__(program)
+        self.extern_ids = {name: i for i, name in enumerate(self.externs)}
         self.lazy = self.lazy_fields()
         self.headers_struct = program.pipeline.headers_type
 
@@ -185,22 +210,6 @@ class Codegen:
     def error(self, node: object, what: str) -> ProgramError:
         """A ProgramError at the node's position (expressions: their statement's)."""
         return ProgramError(f"{getattr(node, 'src', '') or self.src}: {what}")
-
-    def fresh(self, prefix: str = "t") -> str:
-        self.tmp += 1
-        return f"_{prefix}{self.tmp}"
-
-    def error_code(self, name: str) -> int:
-        try:
-            return self.errors.index(name)
-        except ValueError:
-            raise ProgramError(f"unknown error {name!r}") from None
-
-    def width(self, t: ir.Type) -> int:
-        try:
-            return ir.width(t)
-        except ValueError as exc:
-            raise ProgramError(str(exc)) from None
 
     # ---------------------------------------------------------------------------- type classes
     def gen_types(self) -> None:
