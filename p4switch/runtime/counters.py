@@ -7,12 +7,11 @@ from collections.abc import Iterator
 
 from finsy.proto import p4r
 
-from p4switch.runtime import codec
 from p4switch.runtime.entity import (
     EntityHandler,
     Pipeline,
+    array_cells,
     cells,
-    chosen,
     direct_entry,
     direct_targets,
     modify_only,
@@ -30,12 +29,12 @@ class Counters(EntityHandler):
                 pipe.switch.counter_write(array.name, i, msg.data.byte_count, msg.data.packet_count)
 
     def read(self, pipe: Pipeline, msg: p4r.CounterEntry) -> Iterator[p4r.Entity]:
-        for array in chosen(pipe.index.counters, msg.counter_id, pipe.index.counter):
-            for i in cells(array, msg, pipe.switch.counter_size):
-                byte_count, packet_count = pipe.switch.counter_read(array.name, i)
-                yield p4r.Entity(counter_entry=p4r.CounterEntry(
-                    counter_id=array.id, index=p4r.Index(index=i),
-                    data=p4r.CounterData(byte_count=byte_count, packet_count=packet_count)))
+        for array, i in array_cells(pipe.index.counters, msg.counter_id, pipe.index.counter, msg,
+                                    pipe.switch.counter_size):
+            byte_count, packet_count = pipe.switch.counter_read(array.name, i)
+            yield p4r.Entity(counter_entry=p4r.CounterEntry(
+                counter_id=array.id, index=p4r.Index(index=i),
+                data=p4r.CounterData(byte_count=byte_count, packet_count=packet_count)))
 
 
 class DirectCounters(EntityHandler):
@@ -48,8 +47,7 @@ class DirectCounters(EntityHandler):
             pipe.switch.direct_counter_write(table.name, entry, msg.data.byte_count, msg.data.packet_count)
 
     def read(self, pipe: Pipeline, msg: p4r.DirectCounterEntry) -> Iterator[p4r.Entity]:
-        for table, entry in direct_targets(pipe, msg.table_entry, "direct_counter_id"):
+        for table, entry, key in direct_targets(pipe, msg.table_entry, "direct_counter_id"):
             byte_count, packet_count = pipe.switch.direct_counter_read(table.name, entry)
-            key = codec.encode_entry(pipe.index, table, entry, counter=False, meter=False)
             yield p4r.Entity(direct_counter_entry=p4r.DirectCounterEntry(
                 table_entry=key, data=p4r.CounterData(byte_count=byte_count, packet_count=packet_count)))

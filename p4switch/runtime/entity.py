@@ -9,7 +9,7 @@ by the service) with a message that names the entity it refuses."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -95,6 +95,16 @@ def cells(array: Array, msg: p4r.CounterEntry | p4r.MeterEntry | p4r.RegisterEnt
     return range(i, i + 1)
 
 
+def array_cells(arrays: dict[int, Array], wanted: int, lookup: Callable[[int], Array],
+                msg: p4r.CounterEntry | p4r.MeterEntry | p4r.RegisterEntry, size_of: Callable[[str], int]
+                ) -> Iterator[tuple[Array, int]]:
+    """The (array, index) cells a counter/meter/register read names: those of the array ``wanted`` (of
+    every array for id 0), one index or all (``cells``). One walk for the three indexed kinds."""
+    for array in chosen(arrays, wanted, lookup):
+        for i in cells(array, msg, size_of):
+            yield array, i
+
+
 def no_color_counters(msg: p4r.MeterEntry | p4r.DirectMeterEntry) -> None:
     if msg.HasField("counter_data"):
         raise unimplemented("per-colour meter counters are not supported by p4switch")
@@ -112,13 +122,14 @@ def direct_entry(pipe: Pipeline, msg: p4r.TableEntry, resource: str) -> tuple[Ta
 
 
 def direct_targets(pipe: Pipeline, msg: p4r.TableEntry, resource: str
-                   ) -> Iterable[tuple[Table, engine.TableEntry]]:
-    """The entries a direct counter/meter read names: one by key, or all of one or every table."""
+                   ) -> Iterator[tuple[Table, engine.TableEntry, p4r.TableEntry]]:
+    """The entries a direct counter/meter read names (one by key, or all of one or every table), each
+    with the key a direct counter/meter entity carries back (its TableEntry without action or data)."""
     if msg.table_id and msg.match:
-        yield direct_entry(pipe, msg, resource)
-        return
-    for table in chosen(pipe.index.tables, msg.table_id, pipe.index.table):
-        if getattr(table, resource):
-            for entry in pipe.switch.table_entries(table.name):
-                if not entry.is_default:
-                    yield table, entry
+        targets: Iterable[tuple[Table, engine.TableEntry]] = [direct_entry(pipe, msg, resource)]
+    else:
+        targets = ((table, entry) for table in chosen(pipe.index.tables, msg.table_id, pipe.index.table)
+                   if getattr(table, resource)
+                   for entry in pipe.switch.table_entries(table.name) if not entry.is_default)
+    for table, entry in targets:
+        yield table, entry, codec.encode_entry(pipe.index, table, entry, counter=False, meter=False)

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from finsy.proto import p4d, p4r
 
 from p4switch.runtime import codec
-from p4switch.runtime.entity import EntityHandler, Pipeline, cells, chosen, modify_only
+from p4switch.runtime.entity import EntityHandler, Pipeline, array_cells, cells, modify_only
 from p4switch.runtime.errors import invalid
 
 
@@ -24,9 +24,9 @@ class Registers(EntityHandler):
             pipe.switch.register_write(array.name, i, value)
 
     def read(self, pipe: Pipeline, msg: p4r.RegisterEntry) -> Iterator[p4r.Entity]:
-        for array in chosen(pipe.index.registers, msg.register_id, pipe.index.register):
-            for i in cells(array, msg, pipe.switch.register_size):
-                value = pipe.switch.register_read(array.name, i)
-                yield p4r.Entity(register_entry=p4r.RegisterEntry(
-                    register_id=array.id, index=p4r.Index(index=i),
-                    data=p4d.P4Data(bitstring=codec.encode_uint(value))))
+        for array, i in array_cells(pipe.index.registers, msg.register_id, pipe.index.register, msg,
+                                    pipe.switch.register_size):
+            value = pipe.switch.register_read(array.name, i)
+            yield p4r.Entity(register_entry=p4r.RegisterEntry(
+                register_id=array.id, index=p4r.Index(index=i),
+                data=p4d.P4Data(bitstring=codec.encode_uint(value))))
