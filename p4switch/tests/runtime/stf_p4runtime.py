@@ -9,7 +9,8 @@ from __future__ import annotations
 import select
 from dataclasses import dataclass, field
 
-from finsy.proto import p4d, p4i, p4r
+import finsy as fy
+from finsy.proto import p4i, p4r
 
 from p4switch import stf
 from p4switch.conformance.driver import resolve
@@ -26,6 +27,11 @@ QUIET = 0.5
 _KINDS: dict[int, str] = {
     p4i.MatchField.EXACT: "exact", p4i.MatchField.TERNARY: "ternary", p4i.MatchField.LPM: "lpm",
     p4i.MatchField.RANGE: "range", p4i.MatchField.OPTIONAL: "optional"}
+
+
+def meter_config(config: engine.MeterConfig) -> fy.P4MeterConfig:
+    """A case's meter rates as finsy's MeterConfig."""
+    return fy.P4MeterConfig(cir=config.cir, cburst=config.cburst, pir=config.pir, pburst=config.pburst)
 
 
 def ports_used(commands: list[stf.Command]) -> set[int]:
@@ -46,6 +52,7 @@ class StfRun:
     cpu_port: int | None = None
     """the switch's --cpu-port: frames to and from it travel as PacketIn / PacketOut"""
     builder: Builder = field(init=False)
+    schema: fy.P4Schema = field(init=False)
     index: P4InfoIndex = field(init=False)
     entries: list[p4r.TableEntry] = field(default_factory=list)
     expected: dict[int, list[str]] = field(default_factory=dict)
@@ -56,6 +63,7 @@ class StfRun:
 
     def __post_init__(self) -> None:
         self.builder = Builder(self.program)
+        self.schema = self.program.schema
         self.index = self.builder.index
 
     def run(self, commands: list[stf.Command]) -> list[str]:
@@ -87,17 +95,16 @@ class StfRun:
         entry = self.builder.table_entry(cmd.table, action=cmd.action, default=True)
         self.client.write(update(MODIFY, table_entry=entry))
 
-    def profile_id(self, name: str) -> int:
-        return self.program.name_to_id("action_profiles", name)
 
     def do_member(self, cmd: stf.Command) -> None:
         assert isinstance(cmd.action, engine.ActionCall)
-        member = p4r.ActionProfileMember(action_profile_id=self.profile_id(cmd.name), member_id=cmd.index,
-                                         action=self.builder.action(cmd.action.name, **cmd.action.params))
-        self.client.write(update(INSERT, action_profile_member=member))
+        member = fy.P4ActionProfileMember(cmd.name, member_id=cmd.index,
+                                          action=fy.P4TableAction(cmd.action.name, **cmd.action.params))
+        self.client.write(p4r.Update(type=INSERT, entity=member.encode(self.schema)))
 
     def do_group(self, cmd: stf.Command) -> None:
-        group = p4r.ActionProfileGroup(action_profile_id=self.profile_id(cmd.name), group_id=cmd.index)
+        group = p4r.ActionProfileGroup(action_profile_id=self.program.name_to_id("action_profiles", cmd.name),
+                                       group_id=cmd.index)
         for member_id, weight in cmd.members:
             group.members.add(member_id=member_id, weight=weight)
         self.client.write(update(INSERT, action_profile_group=group))
@@ -118,22 +125,17 @@ class StfRun:
 
     def do_meter(self, cmd: stf.Command) -> None:
         assert cmd.meter is not None
-        self.client.write(update(MODIFY, meter_entry=p4r.MeterEntry(
-            meter_id=self.program.name_to_id("meters", cmd.name), index=p4r.Index(index=cmd.index),
-            config=codec.encode_meter_config(cmd.meter))))
+        meter = fy.P4MeterEntry(cmd.name, index=cmd.index, config=meter_config(cmd.meter))
+        self.client.write(meter.encode_update(self.schema))
 
     def do_direct_meter(self, cmd: stf.Command) -> None:
         assert cmd.meter is not None
         self.client.write(update(MODIFY, direct_meter_entry=p4r.DirectMeterEntry(
-            table_entry=self.entries[cmd.index - 1], config=codec.encode_meter_config(cmd.meter))))
-
-    def register_id(self, name: str) -> int:
-        return self.program.name_to_id("registers", name)
+            table_entry=self.entries[cmd.index - 1], config=meter_config(cmd.meter).encode())))
 
     def do_register_write(self, cmd: stf.Command) -> None:
-        self.client.write(update(MODIFY, register_entry=p4r.RegisterEntry(
-            register_id=self.register_id(cmd.name), index=p4r.Index(index=cmd.index),
-            data=p4d.P4Data(bitstring=codec.encode_uint(cmd.values["value"])))))
+        register = fy.P4RegisterEntry(cmd.name, index=cmd.index, data=cmd.values["value"])
+        self.client.write(register.encode_update(self.schema))
 
     def do_value_set(self, cmd: stf.Command) -> None:
         by_name = {v.name: v for v in self.index.value_sets.values()}
@@ -210,8 +212,7 @@ class StfRun:
     # -------------------------------------------------------------------------- checks
     def do_check_counter(self, cmd: stf.Command) -> None:
         self.check_frames()  # counters are read once the frames have gone through
-        [entity] = self.client.read(p4r.Entity(counter_entry=p4r.CounterEntry(
-            counter_id=self.program.name_to_id("counters", cmd.name), index=p4r.Index(index=cmd.index))))
+        [entity] = self.client.read(fy.P4CounterEntry(cmd.name, index=cmd.index).encode(self.schema))
         self.check_counts(cmd, entity.counter_entry.data)
 
     def do_check_direct_counter(self, cmd: stf.Command) -> None:
@@ -229,8 +230,7 @@ class StfRun:
 
     def do_check_register(self, cmd: stf.Command) -> None:
         self.check_frames()
-        [entity] = self.client.read(p4r.Entity(register_entry=p4r.RegisterEntry(
-            register_id=self.register_id(cmd.name), index=p4r.Index(index=cmd.index))))
+        [entity] = self.client.read(fy.P4RegisterEntry(cmd.name, index=cmd.index).encode(self.schema))
         value = int.from_bytes(entity.register_entry.data.bitstring, "big")
         if value != cmd.values["value"]:
             self.failures.append(f"line {cmd.line}: {cmd.name}[{cmd.index}] = {value}, "
