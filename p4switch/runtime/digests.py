@@ -52,7 +52,8 @@ class DigestEngine:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._send = send
         self._log = log
-        self._clock = clock
+        self.clock = clock
+        """where buffer ages and ack timeouts are read (tests set one they advance by hand)"""
         self._states: dict[int, _DigestState] = {}
         self._lock = threading.Lock()
         self._wake = threading.Event()
@@ -93,12 +94,12 @@ class DigestEngine:
         with self._lock:
             state = self._states.get(info.id)
             if state is not None:
-                state.expire(self._clock())
+                state.expire(self.clock())
             if state is None or state.cached(values) or values in state.buffer:
                 self.dropped += 1
                 return
             if not state.buffer:
-                state.first_enqueued = self._clock()
+                state.first_enqueued = self.clock()
             state.buffer.append(values)
             limit = state.config.max_list_size
             if state.config.max_timeout_ns == 0 or (limit and len(state.buffer) >= limit):
@@ -121,7 +122,7 @@ class DigestEngine:
         for values in state.buffer:
             msg.data.append(_p4data(state.info, values))
         if state.config.ack_timeout_ns:
-            state.cache[list_id] = (self._clock(), set(state.buffer))
+            state.cache[list_id] = (self.clock(), set(state.buffer))
         state.buffer = []
         self._send(msg)
         self._wake.set()  # the timer thread learns the new cache deadline
@@ -135,7 +136,7 @@ class DigestEngine:
 
     def _expire(self) -> float | None:
         """Flush timed-out buffers and drop expired cache lists; returns seconds to the next deadline."""
-        now = self._clock()
+        now = self.clock()
         deadlines: list[float] = []
         with self._lock:
             for state in self._states.values():
