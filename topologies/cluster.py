@@ -254,18 +254,22 @@ class ClusterLink(RemoteLink):  # type: ignore[misc]
             raise FabricError(f"ssh tunnel {node1.server}:{intfname1} == {node2.server}:{intfname2} failed "
                               f"(log {log}): {tunnel.stdout.read(2000).decode(errors='replace')}")
         for node, name, addr in ((node1, intfname1, addr1), (node2, intfname2, addr2)):
-            self.moveIntf(f"tap{tap}", node)
+            _link_made(node.rcmd, f"ip link set tap{tap} netns {node.pid}", f"tap{tap}",
+                       f"move tap{tap} into {node.name} on {node.server}", check=node.cmd)
             _link_made(node.cmd, f"ip link set tap{tap} name {name}" + (f" address {addr}" if addr else ""),
                        name, f"rename tap{tap} to {name} on {node.server}")
         return tunnel
 
 
-def _link_made(run: Callable[[str], str], command: str, name: str, what: str) -> None:
-    """Run ``command`` by a node's ``run`` (cmd or rcmd), then ask whether link ``name`` is there; a
-    FabricError with both outputs if it is not. The command's output alone cannot tell: a forked child
-    of a gRPC process may write a line of its own there before it execs (seen on a loaded machine:
-    "epoll_wait error: Bad file descriptor", the whole output of an `ip tuntap add` taken for its error)."""
+def _link_made(run: Callable[[str], str], command: str, name: str, what: str,
+               check: Callable[[str], str] | None = None) -> None:
+    """Run ``command`` by a node's ``run`` (cmd or rcmd), then ask whether link ``name`` is there (by
+    ``check``, where it should now be, else by ``run``); a FabricError with both outputs if it is not.
+    The command's output alone cannot tell (Mininet's moveIntf judges by it): a forked child of a gRPC
+    process may write a line of its own there before it execs (seen on a loaded machine: "epoll_wait
+    error: Bad file descriptor", the whole output of an `ip tuntap add` or `ip link set … netns` taken for
+    its error)."""
     out = run(command)
-    shown = run(f"ip -o link show dev {name}")
+    shown = (check or run)(f"ip -o link show dev {name}")
     if f" {name}:" not in shown:
         raise FabricError(f"cannot {what}: {out.strip()} {shown.strip()}")

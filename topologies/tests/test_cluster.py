@@ -95,3 +95,24 @@ def check_placement(fabric_run: run.FabricRun, sshd_pid: int) -> None:
     for name, agent in fabric_run.agents.items():
         assert netns_inode(agent.process.pid) not in (here, there)
         assert netns_inode(agent.process.pid) == netns_inode(fabric_run.net.host(name).pid)
+
+
+def test_a_link_is_judged_by_asking_for_it_where_it_should_be() -> None:
+    """The command's output does not decide: a stray line from a forking gRPC process is no error, and a
+    moved link is looked for in its new namespace (``check``), not where the command ran."""
+    here, there = {"tap7"}, set()
+
+    def run(command: str) -> str:  # the server's root namespace: `ip link set tap7 netns …` moves it
+        if "netns" in command:
+            here.discard("tap7")
+            there.add("tap7")
+            return "epoll_wait error: Bad file descriptor\n"
+        return show(here, command)
+
+    def show(links: set[str], command: str) -> str:
+        name = command.rsplit(" ", 1)[1]
+        return f"5: {name}: <BROADCAST> mtu 1500\n" if name in links else f'Device "{name}" does not exist.\n'
+
+    cluster._link_made(run, "ip link set tap7 netns 42", "tap7", "move tap7", check=lambda c: show(there, c))
+    with pytest.raises(network.FabricError, match="cannot move tap7"):
+        cluster._link_made(run, "ip link set tap7 netns 42", "tap7", "move tap7")  # not in the root ns
