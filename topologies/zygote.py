@@ -58,6 +58,8 @@ STOP_GRACE = 10.0
 EXEC_FAILED = 127
 ENTRY_FAILED = 70
 SPAWN_TIMEOUT = 300.0
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+"""what stops a child: blocked from the fork until the child has its own handlers"""
 """Bounds a hang of the zygote, not its speed: its first imports from a fresh clone's venv took over 60 s
 at load average 20."""
 
@@ -97,16 +99,19 @@ def name_process(name: str) -> None:
     _libc.prctl(PR_SET_NAME, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0)
 
 
-def _become_child(request: dict[str, Any], parent: int, inherited: Sequence[int]) -> int:
+def _become_child(request: dict[str, Any], parent: int, inherited: Sequence[int],
+                  mask: set[signal.Signals]) -> int:
     """Set the forked child up as ``request`` says and run it; its exit status. ``inherited``: the
-    zygote's descriptors (socket, selector, wakeup pipe), closed first."""
+    zygote's descriptors (socket, selector, wakeup pipe), closed first; ``mask``: the signal mask to
+    restore once the zygote's handlers are gone (a stop signal that came since the fork is then taken)."""
     os.setsid()
     _check(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0), "prctl")
     if os.getppid() != parent:  # the zygote died before the death signal was armed
         return 1
     signal.set_wakeup_fd(-1)
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD, signal.SIGHUP):
+    for sig in (*STOP_SIGNALS, signal.SIGCHLD):
         signal.signal(sig, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     for fd in inherited:
         with contextlib.suppress(OSError):
             os.close(fd)
@@ -136,11 +141,12 @@ def _become_child(request: dict[str, Any], parent: int, inherited: Sequence[int]
     return int(status or 0)
 
 
-def _run_child(request: dict[str, Any], parent: int, inherited: Sequence[int]) -> None:
+def _run_child(request: dict[str, Any], parent: int, inherited: Sequence[int],
+               mask: set[signal.Signals]) -> None:
     """The forked child: never returns into the zygote's loop, whatever happens."""
     status = ENTRY_FAILED
     try:
-        status = _become_child(request, parent, inherited)
+        status = _become_child(request, parent, inherited, mask)
     except OSError as err:
         print(f"zygote child {request.get('name')}: {err}", file=sys.stderr)
         status = EXEC_FAILED
@@ -257,9 +263,16 @@ class ZygoteServer:
         inherited = {self.listener.fileno(), self.wakeup_r, self.wakeup_w, self.selector_fd(),
                      *(k.fd for k in self.selector.get_map().values() if k.fd > 2)}
         zygote = os.getpid()
-        pid = os.fork()
-        if pid == 0:
-            _run_child(request, zygote, sorted(inherited))
+        # Stop signals wait, blocked, until the child has dropped the zygote's handlers: one that came in
+        # between would run the zygote's handler in the child, which only marks the zygote's loop as
+        # stopping, and the child would go on as if never asked to stop (killed after STOP_GRACE).
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        try:
+            pid = os.fork()
+            if pid == 0:
+                _run_child(request, zygote, sorted(inherited), mask)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         self.children[pid] = str(request["name"])
         return pid
 

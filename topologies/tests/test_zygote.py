@@ -149,3 +149,16 @@ def test_children_get_sigterm_when_the_zygote_is_killed(tmp_path: Path) -> None:
     while run._alive(child.pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not run._alive(child.pid)
+
+
+def test_a_stop_signal_right_after_the_fork_stops_the_child(tmp_path: Path) -> None:
+    """SIGTERM before the child has its own handlers is not lost to the zygote's handler: the child ends
+    by it instead of running its program."""
+    zygote = Zygote.start(tmp_path / "z.sock", tmp_path / "z.log",
+                          modules=("topologies.tests.zygote_term_at_fork",))
+    try:
+        child = zygote.spawn("early", ["sh", "-c", "echo ran"], tmp_path / "e.log")
+        assert child.wait(timeout=30) == -signal.SIGTERM
+        assert not (tmp_path / "e.log").exists()  # ended before it opened its log, let alone ran
+    finally:
+        zygote.close()
