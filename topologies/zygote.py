@@ -100,7 +100,7 @@ def name_process(name: str) -> None:
 
 
 def _become_child(request: dict[str, Any], parent: int, inherited: Sequence[int],
-                  mask: set[signal.Signals]) -> int:
+                  mask: set[int | signal.Signals]) -> int:
     """Set the forked child up as ``request`` says and run it; its exit status. ``inherited``: the
     zygote's descriptors (socket, selector, wakeup pipe), closed first; ``mask``: the signal mask to
     restore once the zygote's handlers are gone (a stop signal that came since the fork is then taken)."""
@@ -142,7 +142,7 @@ def _become_child(request: dict[str, Any], parent: int, inherited: Sequence[int]
 
 
 def _run_child(request: dict[str, Any], parent: int, inherited: Sequence[int],
-               mask: set[signal.Signals]) -> None:
+               mask: set[int | signal.Signals]) -> None:
     """The forked child: never returns into the zygote's loop, whatever happens."""
     status = ENTRY_FAILED
     try:
