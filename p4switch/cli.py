@@ -35,7 +35,7 @@ from p4switch import aliases, logs, options, program
 from p4switch.dataplane import Dataplane, open_port
 from p4switch.engine import api as engine
 from p4switch.native import build
-from p4switch.native.io import NativeDataplane
+from p4switch.native.io import IoLibrary, NativeDataplane
 from p4switch.pcapfiles import FileDataplane
 from p4switch.runtime.device import Device
 from p4switch.runtime.server import P4RuntimeService, serve
@@ -126,6 +126,20 @@ def choose_engine(args: argparse.Namespace) -> tuple[str, str | None]:
     except build.NativeUnavailable as err:
         return "python", f"running the Python engine: {err}"
     return "native", None
+
+
+def before_fork() -> None:
+    """What topologies.zygote calls before it forks switches: the native engine's module and both cffi
+    declarations (a pycparser parse each, about 1 MiB of a switch's own memory when every switch made
+    them itself) and the compiled np_io library, made once and shared by every child. Nothing when the
+    environment asks for the Python engine or no C compiler is there: the switches then never use them."""
+    if os.environ.get(ENGINE_VARIABLE, "native") != "native":
+        return
+    from p4switch.engine import native
+
+    native.ffi()
+    with contextlib.suppress(build.NativeUnavailable):
+        IoLibrary.get()
 
 
 def open_dataplane(args: argparse.Namespace, device: Device, log: logging.Logger) -> Ports:

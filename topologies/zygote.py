@@ -65,6 +65,10 @@ at load average 20."""
 
 PRELOAD = ("p4switch.cli", "ibsec.agent.daemon")
 """What a fabric's zygote imports before it forks: the switch process and the agent."""
+BEFORE_FORK = "before_fork"
+"""A preloaded module's function of no arguments, when it has one, that the zygote calls once after
+importing it: what every child would otherwise build again on its own (so unshared) pages, such as the
+switch's cffi declarations."""
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -322,10 +326,13 @@ def say(text: str) -> None:
 
 
 def preload(modules: Sequence[str]) -> None:
-    """Import ``modules`` and keep everything they made out of the garbage collector's generations: a
-    collection in a child would otherwise write to (and so copy) every page holding those objects."""
+    """Import ``modules`` (calling each one's ``before_fork`` where it has one) and keep everything they
+    made out of the garbage collector's generations: a collection in a child would otherwise write to (and
+    so copy) every page holding those objects."""
     for module in modules:
-        importlib.import_module(module)
+        prepare: Callable[[], None] | None = getattr(importlib.import_module(module), BEFORE_FORK, None)
+        if prepare is not None:
+            prepare()
     gc.collect()
     gc.freeze()
 

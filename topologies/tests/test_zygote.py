@@ -49,6 +49,7 @@ def test_a_child_runs_the_entry_as_its_own_named_process_and_its_exit_status_is_
     assert seen["argv"] == ["3", "x y"] and seen["prog"] == "p4switch" and seen["comm"] == "sw s9_9"
     assert seen["sid"] == child.pid  # a session of its own
     assert zygote.process is not None and seen["ppid"] == zygote.process.pid
+    assert seen["prepared_in"] == zygote.process.pid  # the module's before_fork ran in the zygote
     assert seen["stdin"] == "/dev/null"
     assert seen["netns"] == os.stat("/proc/self/ns/net").st_ino
 

@@ -4,6 +4,9 @@ compiler, each time with the reason on stdout once; frames are forwarded in ever
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -89,3 +92,24 @@ def test_a_program_the_c_back_end_cannot_run_runs_on_python(tmp_path: Path, veth
         finally:
             for host in hosts:
                 host.close()
+
+
+
+BUILT_BEFORE_FORK = """
+import sys
+import p4switch.cli
+from p4switch.native.io import IoLibrary
+p4switch.cli.before_fork()
+native = sys.modules.get("p4switch.engine.native")
+print(native is not None and native._ffi is not None, IoLibrary._instance is not None)
+"""
+
+
+@pytest.mark.parametrize(("engine", "built"), [("native", "True True"), ("python", "False False")])
+def test_before_fork_builds_the_native_declarations_only_for_the_native_engine(engine: str,
+                                                                               built: str) -> None:
+    """A zygote's switches share what its before_fork made (topologies.zygote); with the Python engine
+    asked for, nothing."""
+    done = subprocess.run([sys.executable, "-c", BUILT_BEFORE_FORK], capture_output=True, text=True,
+                          check=True, env={**os.environ, "P4SWITCH_ENGINE": engine})
+    assert done.stdout.split() == built.split()
