@@ -181,7 +181,7 @@ def start(args: argparse.Namespace, log: logging.Logger
     back_end, note = choose_engine(args)
     if note:
         say(log, note)
-    device = Device(args.device_id, args.cpu_port, log.getChild("device"), back_end)
+    device = Device(args.device_id, args.cpu_port, log.getChild("device"), back_end, release_memory=True)
     device.on_install.append(say_engine_note(log))
     try:
         credentials = tls_credentials(args.tls, log) if args.tls else None

@@ -36,8 +36,11 @@ class Device:
     """The engine program of one device (None until a pipeline is loaded) and its frame routing."""
 
     def __init__(self, device_id: int, cpu_port: int | None, log: logging.Logger,
-                 back_end: str = "python") -> None:
+                 back_end: str = "python", release_memory: bool = False) -> None:
         self.device_id = device_id
+        self.release_memory = release_memory
+        """after each install, collect and trim (release_free_memory): a switch process does it; a process
+        that installs many programs (the tests, the conformance runner) would pay a full collection each"""
         self.back_end = back_end
         """the engine programs are loaded on ("python" or "native", loader.load)"""
         self.cpu_port = cpu_port
@@ -65,7 +68,8 @@ class Device:
         for listener in list(self.on_install):
             listener(switch)
         del old
-        release_free_memory()
+        if self.release_memory:
+            release_free_memory()
         self.log.info("pipeline installed (%d bytes of program JSON)", len(program))
 
     def process(self, port: int, frame: bytes) -> None:
