@@ -44,6 +44,8 @@ from .zygote import SPAWN_TIMEOUT, Zygote
 LOCAL = "localhost"
 USER = "root"
 CONNECT_TIMEOUT = 60
+LINK_ATTEMPTS = 3
+"""tries of one link step (a forked helper can die before it runs its command)"""
 """ssh's ConnectTimeout: bounds an unreachable server, not a slow one."""
 
 
@@ -264,12 +266,18 @@ class ClusterLink(RemoteLink):  # type: ignore[misc]
 def _link_made(run: Callable[[str], str], command: str, name: str, what: str,
                check: Callable[[str], str] | None = None) -> None:
     """Run ``command`` by a node's ``run`` (cmd or rcmd), then ask whether link ``name`` is there (by
-    ``check``, where it should now be, else by ``run``); a FabricError with both outputs if it is not.
-    The command's output alone cannot tell (Mininet's moveIntf judges by it): a forked child of a gRPC
-    process may write a line of its own there before it execs (seen on a loaded machine: "epoll_wait
-    error: Bad file descriptor", the whole output of an `ip tuntap add` or `ip link set … netns` taken for
-    its error)."""
-    out = run(command)
-    shown = (check or run)(f"ip -o link show dev {name}")
-    if f" {name}:" not in shown:
-        raise FabricError(f"cannot {what}: {out.strip()} {shown.strip()}")
+    ``check``, where it should now be, else by ``run``); a FabricError with every output if it is not
+    after LINK_ATTEMPTS tries. The command's output alone cannot tell (Mininet's moveIntf judges by it),
+    and one try is not enough: rcmd forks from the launcher, a gRPC process, and on a loaded machine such
+    a child now and then prints gRPC's "epoll_wait error: Bad file descriptor" into the command's output,
+    and sometimes dies with it before it runs the command (seen for `ip tuntap add`, where the tap then
+    did not exist, and for `ip link set … netns`, where it did). Each step is safe to repeat: a repeat
+    whose work is done fails harmlessly, and the link decides."""
+    outputs = []
+    for _ in range(LINK_ATTEMPTS):
+        out = run(command)
+        shown = (check or run)(f"ip -o link show dev {name}")
+        if f" {name}:" in shown:
+            return
+        outputs.append(f"{out.strip()} {shown.strip()}")
+    raise FabricError(f"cannot {what}: " + " | ".join(outputs))

@@ -114,5 +114,25 @@ def test_a_link_is_judged_by_asking_for_it_where_it_should_be() -> None:
         return f"5: {name}: <BROADCAST> mtu 1500\n" if name in links else f'Device "{name}" does not exist.\n'
 
     cluster._link_made(run, "ip link set tap7 netns 42", "tap7", "move tap7", check=lambda c: show(there, c))
-    with pytest.raises(network.FabricError, match="cannot move tap7"):
+    with pytest.raises(network.FabricError, match="cannot move tap7") as err:
         cluster._link_made(run, "ip link set tap7 netns 42", "tap7", "move tap7")  # not in the root ns
+    assert str(err.value).count("does not exist") == cluster.LINK_ATTEMPTS  # every try's output shown
+
+
+def test_a_link_step_whose_helper_died_is_tried_again() -> None:
+    """A forked helper that dies before it runs its command (gRPC's line in its output, no tap made) is
+    tried again; the step succeeds once the link is there."""
+    links: set[str] = set()
+    commands: list[str] = []
+
+    def run(command: str) -> str:
+        commands.append(command)
+        if command.startswith("ip tuntap add"):
+            if len(commands) == 1:
+                return "E1128 ev_epoll1_linux.cc:373] encountered epoll_wait error: Bad file descriptor\n"
+            links.add("tap9")
+            return ""
+        return "9: tap9: <BROADCAST> mtu 1500\n" if "tap9" in links else 'Device "tap9" does not exist.\n'
+
+    cluster._link_made(run, "ip tuntap add dev tap9 mode tap", "tap9", "create tap9")
+    assert [c.split()[1] for c in commands] == ["tuntap", "-o", "tuntap", "-o"] and links == {"tap9"}
