@@ -51,6 +51,8 @@ class SmOptions:
     distribute_keys: bool = True
     generated_keys: Path | None = None  # where SM_SK, P_SK and CA_SK_ij are kept across restarts (0600)
     reconnect_probe: float = 0.1
+    stop_grace: float = 10.0
+    """seconds the SM's tasks get to end once cancelled; one that has not is named in the log and left"""
     sif: SifOptions = field(default_factory=SifOptions)
     traps: TrapOptions = field(default_factory=TrapOptions)
     keys: KeyOptions = field(default_factory=KeyOptions)
@@ -152,13 +154,23 @@ class SubnetManager:
                 task.result()  # a manager that failed stops the SM with its error
         finally:
             self._stopping = True
-            for task in [*tasks, *self._probes]:
-                task.cancel()
-            for task in [*tasks, *self._probes]:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+            await self._cancel([*tasks, *self._probes])
             self.events.emit("sm-stop", traps=dict(self.traps.counters))
             self.events.close()
+
+    async def _cancel(self, tasks: list[asyncio.Task[Any]]) -> None:
+        """Cancel ``tasks`` and wait up to ``stop_grace`` for them: a stop must end even if one of them
+        (a P4Runtime channel's close, on a loaded machine) does not, and the log says which."""
+        for task in tasks:
+            task.cancel()
+        _, stuck = await asyncio.wait(tasks, timeout=self.options.stop_grace)
+        for task in tasks:
+            if task in stuck:
+                log.warning("stop: task %s has not ended %.1f s after it was cancelled; left behind",
+                            task.get_name(), self.options.stop_grace)
+            elif not task.cancelled():
+                with contextlib.suppress(Exception):
+                    task.result()
 
     def _on_down(self, sw: fy.Switch) -> None:
         if self._stopping or self.state.get(sw.name) == "lost":

@@ -8,7 +8,9 @@ quiet period; forged traps install nothing; policy switched at run time; an SM r
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import logging
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -352,3 +354,31 @@ async def test_opensm_partitions_file_drives_the_fabric(fabric: Fabric, tmp_path
     finally:
         server.close()
         await run.stop()
+
+
+async def test_a_task_that_will_not_end_does_not_hold_the_stop(fabric: Fabric, tmp_path: Path,
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    """A task that ignores its cancel (what a P4Runtime channel's close did once on a loaded machine,
+    holding a test's teardown for 600 s) is named in the log and left; the stop ends and says so."""
+    caplog.set_level(logging.WARNING)
+    store = ca_keys(fabric.topo)
+    released = asyncio.Event()
+
+    async def stubborn() -> None:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            await released.wait()  # the first cancel is ignored
+
+    sm = SubnetManager(fabric.topo, list(fabric.topo.partitions), store,
+                       SmOptions(**{**FAST.__dict__, "run_dir": tmp_path, "stop_grace": 0.5}))
+    sm._sif_loop = stubborn  # type: ignore[method-assign]
+    task = asyncio.create_task(sm.run())
+    await asyncio.wait_for(sm.ready.wait(), 60)
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    assert _events(tmp_path, "sm-stop")
+    assert [r.getMessage() for r in caplog.records if "has not ended" in r.getMessage()] == [
+        "stop: task sif has not ended 0.5 s after it was cancelled; left behind"]
+    released.set()
