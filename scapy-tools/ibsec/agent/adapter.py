@@ -1,9 +1,6 @@
 """The channel adapter: P_Key table, QPs, SEND and RDMA WRITE, ACKs and retransmission, security modes.
 
-Receive path (:meth:`Adapter.receive`), in the order a real CA checks, each failure counted under its own
-reason and never delivered: not RoCEv2 or not for us (ignored) -> P_Key (trap 257) -> destination QP ->
-Q_Key for UD (trap 258) -> security mode of the QP (a downgrade is refused) -> MAC / ICRC and replay (the
-wire library's transport) -> R_Key, bounds and memory key for RDMA WRITE -> delivery, then the ACK.
+The receive path (:meth:`Adapter.receive`, the checks a real CA makes in its order) is :mod:`.receive`'s.
 
 Mode 0 makes no crypto call at all: frames carry the plain ICRC. Frames are built once per (QP, opcode,
 size) with Scapy and only patched per packet (PSN, RETH, payload); see :mod:`.frames`.
@@ -22,28 +19,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ibsec import addressing, configfile, keys, rocev2, transport
+from ibsec import addressing, configfile, keys, transport
 from ibsec.builder import Builder
 from ibsec.skc import DEFAULT_PREFETCH_ENTRIES, SessionKeyCache
 
 from . import frames
 from .admission import Admission, Limits
 from .cm import ConnectionManager
-from .counters import Counters, Drop, Outcome, Taken
+from .counters import Counters
 from .keyring import Keyring
 from .mads import ManagementAgent
 from .memory import Access, MemoryTable, Region, proof_key
 from .qp import (
-    NAK_MASK,
-    PSN_MASK,
     QPN_MAX,
     RNR_INFINITE,
-    RNR_SYNDROME,
-    RNR_TIMER_MS,
     AdapterError,
     Partition,
     QueuePair,
-    Rnr,
     Scope,
     Security,
     Service,
@@ -52,12 +44,12 @@ from .qp import (
     Unacked,
     pkey_matches,
 )
+from .receive import ReceivePath
 from .traps import FailureStreak, RateLimiter
 
 log = logging.getLogger("ibsec.agent.adapter")
 
 DEFAULT_PKEY = 0xFFFF
-QP1 = 1
 FIRST_QPN = 2  # QP0 and QP1 are the special QPs
 MAX_QPS = 4096  # CM requests from anyone create QPs: the table must not grow without bound
 MAX_UD_PEERS = 1024
@@ -65,9 +57,6 @@ APP_PD_BASE = 0x10000  # PDs an application allocates; 0x1..0x7FFF are the parti
 PD_MAX = 0xFFFF_FFFF
 SEND_WINDOW = 64  # RC packets in flight at most (go-back-N resends them all after a loss)
 WINDOW_PATIENCE = 60.0  # seconds a sender waits for room in the window before giving up
-MAX_MESSAGE = 1 << 24  # bytes a multi-packet SEND may gather before it is refused
-SEGMENTS = ("ONLY", "FIRST", "MIDDLE", "LAST")
-Opened = tuple[bytes, transport.OpenInfo]  # a frame the transport verified: payload and what it learnt
 
 
 @dataclass(frozen=True)
@@ -160,7 +149,7 @@ class Adapter:
         self._app_pds: set[int] = set()
         self._accept_pd: dict[int, int] = {}  # partition number -> PD of connections accepted in it
         self.qps: dict[int, QueuePair] = {}
-        self._lock = threading.RLock()
+        self.lock = threading.RLock()  # the QP table's and the QPs' (the receive path takes it too)
         self.builder = Builder(config.mac, self.gid_bytes)
         self.trap_limiter = RateLimiter(config.trap_window)
         self.streaks = FailureStreak(config.mac_failure_threshold, config.retire_after)
@@ -172,6 +161,7 @@ class Adapter:
             self.keyring.load(config.key_file)
         self.cm = ConnectionManager(self)
         self.mads = ManagementAgent(self)
+        self.rx = ReceivePath(self)
 
     # ------------------------------------------------------------------ partitions and QPs
 
@@ -183,7 +173,7 @@ class Adapter:
         """
         if not any(p.number == DEFAULT_PKEY & 0x7FFF for p in partitions):
             partitions = [Partition(DEFAULT_PKEY), *partitions]
-        with self._lock:
+        with self.lock:
             self.partitions = {p.pkey: p for p in partitions}
         log.info(
             "P_Key table: %s", ", ".join(f"{p.pkey:#06x}/mode{p.mode}/{p.scope.value}" for p in partitions)
@@ -191,7 +181,7 @@ class Adapter:
 
     def partition(self, pkey: int) -> Partition | None:
         """The table entry a received packet's P_Key matches (IBA membership rules), if any."""
-        with self._lock:
+        with self.lock:
             exact = self.partitions.get(pkey)
             if exact is not None and pkey_matches(exact.pkey, pkey):
                 return exact
@@ -199,7 +189,7 @@ class Adapter:
 
     def own_partition(self, pkey: int) -> Partition | None:
         """This port's table entry for ``pkey``'s partition (what a local QP is created in)."""
-        with self._lock:
+        with self.lock:
             return next((p for p in self.partitions.values() if p.number == pkey & 0x7FFF), None)
 
     def create_qp(
@@ -220,7 +210,7 @@ class Adapter:
         mode = partition.mode if mode is None else mode
         if mode not in frames.MODES:
             raise AdapterError(f"security mode {mode} is not one of {sorted(frames.MODES)}")
-        with self._lock:
+        with self.lock:
             if len(self.qps) >= MAX_QPS:
                 raise AdapterError(f"no QP left ({MAX_QPS} in use at most)")
             qpn = self._fresh_qpn()
@@ -250,7 +240,7 @@ class Adapter:
     def alloc_pd(self) -> int:
         """A new protection domain for an application: its QPs and regions name it (``pd``), and its
         regions take writes from its QPs only. Ids are random above the partitions' own (0x1..0x7FFF)."""
-        with self._lock:
+        with self.lock:
             while True:
                 pd = APP_PD_BASE + secrets.randbelow(PD_MAX - APP_PD_BASE + 1)
                 if pd not in self._app_pds:
@@ -260,7 +250,7 @@ class Adapter:
     def pd_for(self, pkey: int | None, pd: int | None) -> int:
         """The PD a QP or region joins: ``pd`` if given (it must exist), else the own PD of partition
         ``pkey`` (its 15-bit number; the default partition's when ``pkey`` is None too)."""
-        with self._lock:
+        with self.lock:
             numbers = {p.number for p in self.partitions.values()}
             if pd is not None:
                 if pd not in self._app_pds and pd not in numbers:
@@ -284,13 +274,13 @@ class Adapter:
         pd = self.pd_for(None, pd)
         if self.own_partition(pkey) is None:
             raise AdapterError(f"P_Key {pkey:#06x} is not in this port's P_Key table")
-        with self._lock:
+        with self.lock:
             self._accept_pd[pkey & 0x7FFF] = pd
 
     def accept_pd(self, pkey: int) -> int:
         """The PD a connection accepted in partition ``pkey`` joins (the partition's own unless
         :meth:`listen` named another)."""
-        with self._lock:
+        with self.lock:
             return self._accept_pd.get(pkey & 0x7FFF, pkey & 0x7FFF)
 
     def reg_mr(
@@ -307,22 +297,27 @@ class Adapter:
 
     def destroy_qp(self, qp: QueuePair) -> None:
         """Forget a QP and its session key (a later frame for it counts as ``no_qp``)."""
-        with self._lock:
+        with self.lock:
             self.qps.pop(qp.qpn, None)
         self.admission.forget(qp.qpn)
         if qp.security is not None and qp.security.cache_id is not None:
             with self._skc_lock:
                 self.skc.remove(qp.security.cache_id)
-        self._fail(qp, "destroyed")
+        self.fail(qp, "destroyed")
         log.info("QP %#x destroyed", qp.qpn)
 
     def list_qps(self) -> list[QueuePair]:
         """A snapshot of the QPs (the control socket lists them while traffic adds more)."""
-        with self._lock:
+        with self.lock:
             return list(self.qps.values())
 
+    def find_qp(self, qpn: int) -> QueuePair | None:
+        """QP ``qpn``, if there is one."""
+        with self.lock:
+            return self.qps.get(qpn)
+
     def qp(self, qpn: int) -> QueuePair:
-        with self._lock:
+        with self.lock:
             qp = self.qps.get(qpn)
         if qp is None:
             raise AdapterError(f"no QP {qpn:#x}")
@@ -464,7 +459,7 @@ class Adapter:
         peer = qp.peers.get((str(ipaddress.IPv6Address(dest[0])), dest[1]))
         if peer is None:
             raise AdapterError(f"destination {dest[0]} QP {dest[1]:#x} not resolved (run SIDR first)")
-        with self._lock:
+        with self.lock:
             epsn = peer.next_psn
             peer.next_psn += 1
             plain = self.builder.plain(
@@ -506,7 +501,7 @@ class Adapter:
         half-open connections (accepted, never established) older than the admission timeout; tell the SM
         this port is up until it answers."""
         for qpn in self.admission.expired():
-            with self._lock:
+            with self.lock:
                 qp = self.qps.get(qpn)
             if qp is not None:
                 log.info("QP %#x: half-open connection from %s timed out", qpn, qp.remote_gid)
@@ -515,7 +510,7 @@ class Adapter:
             self.admission.forget(qpn)
         now = time.monotonic()
         self.mads.tick(now)
-        with self._lock:
+        with self.lock:
             qps = [qp for qp in self.qps.values() if qp.unacked and qp.state is State.RTS]
         for qp in qps:
             with qp.cond:
@@ -527,7 +522,7 @@ class Adapter:
                 if oldest is None or now - oldest.sent_at < self.config.ack_timeout:
                     continue
                 if oldest.tries > self.config.retries:
-                    self._fail(qp, "retries exhausted")
+                    self.fail(qp, "retries exhausted")
                     continue
                 for item in qp.unacked.values():
                     item.sent_at, item.tries = now, item.tries + 1
@@ -544,7 +539,8 @@ class Adapter:
             self.transmit(item.frame)
             self.counters.bump("rnr_retries")
 
-    def _fail(self, qp: QueuePair, why: str) -> None:
+    def fail(self, qp: QueuePair, why: str) -> None:
+        """Put ``qp`` in the error state and wake whoever waits on it."""
         log.warning("QP %#x -> ERROR: %s", qp.qpn, why)
         with qp.cond:
             qp.state = State.ERROR
@@ -553,347 +549,8 @@ class Adapter:
     # ------------------------------------------------------------------ receiving
 
     def receive(self, frame: bytes) -> None:
-        """Handle one frame from the wire and count what became of it (exactly one drop reason or kind of
-        frame taken). Survives anything: a frame that breaks a parser is malformed, and an exception no
-        check foresaw is logged and counted as ``internal_errors`` (the fuzz suite requires none)."""
-        self.counters.bump("rx_frames")
-        try:
-            outcome = self._receive(frame)
-        except rocev2.FrameError:
-            outcome = Drop.MALFORMED
-        except Exception:
-            log.exception("frame handling failed (counted as malformed)")
-            self.counters.bump("internal_errors")
-            outcome = Drop.MALFORMED
-        self.counters.outcome(outcome)
-
-    def _receive(self, frame: bytes) -> Outcome:
-        view = rocev2.parse(frame)
-        if view is None:
-            return Taken.NOT_ROCE
-        if addressing.mf_clear(view.dst_gid) != self.gid_bytes:
-            return Taken.NOT_FOR_US
-        if self.inject_drops and view.dqpn != QP1:
-            self.inject_drops -= 1
-            return Drop.INJECTED
-        partition = self.partition(view.pkey)
-        if partition is None:
-            self.mads.trap_bad_pkey(view)
-            return Drop.BAD_PKEY
-        if view.dqpn == QP1:
-            return self.mads.receive(view)
-        with self._lock:
-            qp = self.qps.get(view.dqpn)
-        if qp is None or qp.state is not State.RTS:  # unknown, not yet connected, or in error
-            return Drop.NO_QP
-        if view.service != qp.service.value:
-            return Drop.MALFORMED
-        if view.mode != qp.mode:
-            return Drop.BAD_MODE
-        if qp.service is Service.UD:
-            return self._receive_ud(qp, view)
-        if view.opcode_name == "RC_ACKNOWLEDGE":
-            return self._receive_ack(qp, view)
-        return self._receive_request(qp, view)
-
-    def _open(
-        self,
-        qp: QueuePair,
-        view: rocev2.View,
-        security: Security,
-        receiver: transport.Receiver | None,
-        key: bytes | None = None,
-        trial: bool = False,
-        commit: bool = True,
-    ) -> Opened | Drop:
-        """Verify (and decrypt) with the transport: what was opened, or why the frame is refused.
-
-        ``key`` overrides the connection's key; a ``trial`` open (one candidate memory key among several)
-        reports a MAC failure by raising it, so the caller can try the next key; without ``commit`` the
-        frame's PSN is not taken (it is verified, not kept).
-        """
-        assert receiver is not None
-        try:
-            return transport.open_frame(view, key or self.key_of(security), receiver, commit)
-        except transport.MacFailure:
-            if trial:
-                raise
-            self._mac_failure(qp, view)
-            return Drop.MAC_FAILURE
-        except transport.SequenceError:
-            return Drop.PSN_SEQUENCE
-        except transport.ReplayError:
-            if qp.service is Service.RC and receiver is security.requests and qp.last_ack is not None:
-                self.transmit(qp.last_ack)  # a retransmitted request whose ACK was lost: ACK it again
-            return Drop.REPLAY
-        except (transport.ModeMismatch, transport.ReservedMode):
-            return Drop.BAD_MODE
-        except transport.IcrcError:
-            return Drop.BAD_ICRC
-        except (transport.TransportError, rocev2.WireError):
-            return Drop.MALFORMED
-
-    def _mac_failure(self, qp: QueuePair, view: rocev2.View) -> None:
-        streak, trap, retire = self.streaks.failure(qp.qpn)
-        if trap:
-            self.mads.security_trap(qp, view, streak)
-        if retire and qp.security is not None:
-            qp.security.retired = True
-            log.warning("QP %#x: key retired after %d consecutive MAC failures", qp.qpn, streak)
-            self._fail(qp, "key retired")
-
-    def _receive_request(self, qp: QueuePair, view: rocev2.View) -> Outcome:
-        """An RC request: SEND or RDMA WRITE, one packet (ONLY) or one of a multi-packet message.
-
-        Every packet is opened (replay window, MAC) before its place in a message is judged, so that a
-        retransmitted packet whose ACK was lost is acknowledged again rather than called out of place.
-        """
-        operation, _, segment = view.opcode_name.removeprefix("RC_").rpartition("_")
-        if segment not in SEGMENTS or operation not in ("SEND", "RDMA_WRITE"):
-            return Drop.MALFORMED
-        if operation == "SEND":
-            return self._receive_send(qp, view, segment)
-        if segment in ("ONLY", "FIRST"):
-            return self._receive_write_start(qp, view, segment)
-        return self._receive_write_more(qp, view, segment)
-
-    @staticmethod
-    def _in_place(qp: QueuePair, segment: str, kind: str) -> bool:
-        """Does an opened packet fit the message in progress (ONLY/FIRST: none; MIDDLE/LAST: one of
-        ``kind``)? An authentic packet out of place is a sender's bug: dropped as malformed."""
-        inbound = qp.inbound
-        if segment in ("ONLY", "FIRST"):
-            return inbound is None
-        return inbound is not None and (inbound.send is not None) == (kind == "SEND")
-
-    def _receive_send(self, qp: QueuePair, view: rocev2.View, segment: str) -> Outcome:
-        assert qp.security is not None
-        if segment in ("ONLY", "FIRST") and not qp.echo and not qp.room():
-            return self._not_ready(qp, view)
-        opened = self._open(qp, view, qp.security, qp.security.requests)
-        if isinstance(opened, Drop):
-            return opened
-        if not self._in_place(qp, segment, "SEND"):
-            return Drop.MALFORMED
-        payload, inbound = opened[0], qp.inbound
-        gathered = len(inbound.send) if inbound is not None and inbound.send is not None else 0
-        if gathered + len(payload) > MAX_MESSAGE:
-            qp.inbound = None
-            return Drop.MALFORMED
-        self._accepted(qp, opened[1])
-        if segment == "ONLY":
-            self._deliver(qp, payload, {"psn": view.psn})
-        elif segment == "FIRST":
-            qp.inbound = Inbound(send=bytearray(payload))
-        elif inbound is not None and inbound.send is not None:
-            inbound.send += payload
-            if segment == "LAST":
-                qp.inbound = None
-                self._deliver(qp, bytes(inbound.send), {"psn": view.psn})
-        return Taken.DATA
-
-    def _not_ready(self, qp: QueuePair, view: rocev2.View) -> Outcome:
-        """A SEND that starts a message while the receive queue is full: never ACKed, never kept. If it is
-        authentic it is answered with an RNR NAK for its PSN (the PSN stays expected, so the sender's retry
-        is taken once there is room); the NAK for one PSN is sent again as the same bytes."""
-        assert qp.security is not None
-        opened = self._open(qp, view, qp.security, qp.security.requests, commit=False)
-        if isinstance(opened, Drop):
-            return opened
-        epsn = opened[1].epsn
-        if qp.rnr_nak is None or qp.rnr_nak[0] != epsn:
-            qp.rnr_nak = (epsn, self._response(qp, epsn, RNR_SYNDROME | self.config.min_rnr_timer))
-        self.transmit(qp.rnr_nak[1])
-        self.counters.bump("rnr_naks_sent")
-        return Drop.RNR
-
-    def _receive_write_start(self, qp: QueuePair, view: rocev2.View, segment: str) -> Outcome:
-        """RDMA WRITE (ONLY or FIRST): R_Key, bounds of the whole message, then the MAC (under a memory
-        key if the region demands one), then the bytes."""
-        assert qp.security is not None and view.reth is not None
-        va, r_key, length = view.reth
-        region = self.memory.lookup(r_key)
-        if region is None:
-            return Drop.BAD_RKEY
-        admitted = region.admits(qp.pd, qp.mode)
-        if not admitted:
-            return Drop.WRONG_PD if admitted is None else Drop.UNAUTHENTICATED_WRITE
-        fits = length == view.payload_length if segment == "ONLY" else view.payload_length < length
-        if not region.contains(va, length) or not fits:
-            return Drop.OUT_OF_BOUNDS
-        if region.tree is not None:
-            found = self._open_with_memory_key(qp, view, region)
-        else:
-            plain = self._open(qp, view, qp.security, qp.security.requests)
-            found = plain if isinstance(plain, Drop) else (plain, None)
-        if isinstance(found, Drop):
-            return found
-        opened, key = found
-        if not self._in_place(qp, segment, "RDMA_WRITE"):
-            return Drop.MALFORMED
-        payload = opened[0]
-        region.write(va, payload)
-        if segment == "FIRST":
-            qp.inbound = Inbound(region=region, va=va + len(payload), remaining=length - len(payload),
-                                 key=key)
-        self.counters.bump("rdma_write_bytes", len(payload))
-        self._accepted(qp, opened[1])
-        return Taken.DATA
-
-    def _receive_write_more(self, qp: QueuePair, view: rocev2.View, segment: str) -> Outcome:
-        """RDMA WRITE MIDDLE or LAST: under the key and into the place its FIRST packet set up."""
-        assert qp.security is not None
-        inbound = qp.inbound
-        key = inbound.key if inbound is not None else None
-        opened = self._open(qp, view, qp.security, qp.security.requests, key)
-        if isinstance(opened, Drop):
-            return opened
-        if not self._in_place(qp, segment, "RDMA_WRITE"):
-            return Drop.MALFORMED
-        assert inbound is not None and inbound.region is not None
-        payload = opened[0]
-        if len(payload) > inbound.remaining or (segment == "LAST") != (len(payload) == inbound.remaining):
-            qp.inbound = None
-            return Drop.OUT_OF_BOUNDS
-        inbound.region.write(inbound.va, payload)
-        inbound.va += len(payload)
-        inbound.remaining -= len(payload)
-        if segment == "LAST":
-            qp.inbound = None
-        self.counters.bump("rdma_write_bytes", len(payload))
-        self._accepted(qp, opened[1])
-        return Taken.DATA
-
-    def _accepted(self, qp: QueuePair, info: transport.OpenInfo) -> None:
-        """A request verified: the connection is established (if it was half-open), the MAC-failure
-        streak ends and the request is acknowledged."""
-        self.admission.established(qp.qpn)
-        self.streaks.success(qp.qpn)
-        self._acknowledge(qp, info)
-
-    def _open_with_memory_key(
-        self, qp: QueuePair, view: rocev2.View, region: Region
-    ) -> tuple[Opened, bytes | None] | Drop:
-        """Open a write to an extended-protection region: its MAC must prove the key of a tree node that
-        contains the whole write (at most depth + 1 tries). Returns what was opened and the proof key
-        (the rest of the message must verify under it), or why it was refused."""
-        assert qp.security is not None and view.reth is not None
-        connection_key = self.key_of(qp.security)
-        if connection_key is None or region.key is None or region.tree is None:
-            return Drop.MEMORY_KEY
-        va, _, length = view.reth
-        for start, size in region.candidate_nodes(va, length):
-            node_key = keys.derive_subregion_key(region.key, region.tree, start, size).material
-            proof = proof_key(connection_key, node_key)
-            try:
-                opened = self._open(qp, view, qp.security, qp.security.requests, proof, trial=True)
-            except transport.MacFailure:
-                continue
-            return opened if isinstance(opened, Drop) else (opened, proof)
-        self._mac_failure(qp, view)
-        return Drop.MEMORY_KEY
-
-    def _acknowledge(self, qp: QueuePair, info: transport.OpenInfo) -> None:
-        """Cumulative ACK of the request just accepted; kept to be re-sent as is for duplicates."""
-        with self._lock:
-            qp.msn = (qp.msn + 1) & PSN_MASK
-            qp.last_ack = self._response(qp, info.epsn, frames.ACK_SYNDROME)
-        self.transmit(qp.last_ack)
-
-    def _response(self, qp: QueuePair, epsn: int, syndrome: int) -> bytes:
-        """An ACKNOWLEDGE for request ``epsn`` with AETH ``syndrome`` (ACK or RNR NAK), sealed."""
-        assert qp.security is not None and qp.remote_gid is not None and qp.remote_qpn is not None
-        plain = self.builder.plain(
-            qp.remote_gid,
-            "RC_ACKNOWLEDGE",
-            qp.partition.pkey,
-            qp.remote_qpn,
-            epsn,
-            b"",
-            src_qp=qp.qpn,
-            aeth=(syndrome, qp.msn),
-            dst_mac=qp.remote_mac,
-        )
-        return frames.seal(plain, qp.security, self.key_of(qp.security))
-
-    def _receive_ack(self, qp: QueuePair, view: rocev2.View) -> Outcome:
-        """An ACK (cumulative), or an RNR NAK: the responder had no room for the request at its PSN."""
-        assert qp.security is not None and view.aeth is not None
-        syndrome = view.aeth[0] & NAK_MASK
-        if syndrome == RNR_SYNDROME:
-            return self._receive_rnr(qp, view)
-        if syndrome:  # a NAK kind our responders never send
-            return Drop.MALFORMED
-        opened = self._open(qp, view, qp.security, qp.security.responses)
-        if isinstance(opened, Drop):
-            return opened
-        acked = opened[1].epsn
-        with qp.cond:
-            for epsn in [p for p in qp.unacked if p <= acked]:
-                del qp.unacked[epsn]
-            if qp.rnr is not None and acked >= qp.rnr.epsn:
-                qp.rnr = None  # the responder took it: the RNR episode is over
-            qp.cond.notify_all()
-        return Taken.ACK
-
-    def _receive_rnr(self, qp: QueuePair, view: rocev2.View) -> Outcome:
-        """RNR NAK: everything before its PSN is acknowledged; wait the RNR timer, then resend from it. The
-        same bytes as the last RNR NAK (the responder repeating it) count once per resend; more RNR NAKs in
-        a row than the RNR retry count (7: no limit) put the QP in error."""
-        assert qp.security is not None and view.aeth is not None
-        rnr = qp.rnr
-        if rnr is not None and view.data == rnr.frame:
-            if rnr.waiting:
-                return Drop.REPLAY  # a copy while we already wait
-            epsn, tries = rnr.epsn, rnr.tries + 1
-        else:
-            opened = self._open(qp, view, qp.security, qp.security.responses)
-            if isinstance(opened, Drop):
-                return opened
-            epsn = opened[1].epsn
-            tries = rnr.tries + 1 if rnr is not None and rnr.epsn == epsn else 1
-        wait = RNR_TIMER_MS[view.aeth[0] & 0x1F] / 1000
-        with qp.cond:
-            for acked in [p for p in qp.unacked if p < epsn]:
-                del qp.unacked[acked]
-            for item in qp.unacked.values():
-                item.tries = 1  # the responder answered: the timeout retries start again (IBA)
-            qp.rnr = Rnr(epsn, time.monotonic() + wait, view.data, tries)
-            qp.cond.notify_all()
-        self.counters.bump("rnr_naks_received")
-        if self.config.rnr_retries != RNR_INFINITE and tries > self.config.rnr_retries:
-            self._fail(qp, "RNR retries exhausted")
-        return Taken.RNR_NAK
-
-    def _receive_ud(self, qp: QueuePair, view: rocev2.View) -> Outcome:
-        if view.deth is None or view.deth[0] != qp.qkey:
-            self.mads.trap_bad_qkey(view)
-            return Drop.BAD_QKEY
-        peer = qp.peers.get((str(ipaddress.IPv6Address(view.src_gid)), view.deth[1]))
-        if peer is None:
-            return Drop.NO_QP
-        if not qp.echo and not qp.room():  # UD has no acknowledgement: dropped, as IBA's UD does
-            return Drop.RNR
-        opened = self._open(qp, view, peer.security, peer.security.requests)
-        if isinstance(opened, Drop):
-            return opened
-        self.admission.established(qp.qpn)
-        self.streaks.success(qp.qpn)
-        self._deliver(qp, opened[0], {"src_gid": peer.gid, "src_qp": peer.qpn}, reply_to=(peer.gid, peer.qpn))
-        return Taken.DATA
-
-    def _deliver(
-        self, qp: QueuePair, payload: bytes, meta: dict[str, Any], reply_to: tuple[str, int] | None = None
-    ) -> None:
-        self.counters.bump("rx_messages")
-        self.counters.bump("rx_bytes", len(payload))
-        if qp.echo:
-            try:
-                self.post_send(qp.qpn, payload, reply_to, block=False)  # this is the receive thread
-            except AdapterError as exc:
-                log.warning("echo on QP %#x failed: %s", qp.qpn, exc)
-            return
-        qp.deliver(payload, meta)
+        """Handle one frame from the wire (see :class:`.receive.ReceivePath`)."""
+        self.rx.receive(frame)
 
     # ------------------------------------------------------------------ connection set-up helpers (CM)
 
@@ -902,7 +559,7 @@ class Adapter:
     ) -> None:
         """Move an RC QP to RTS once the handshake agreed on the remote end, PSNs and keys; its frames go
         to ``remote_mac``, where the peer's handshake frame came from."""
-        with self._lock:
+        with self.lock:
             qp.remote_gid = str(ipaddress.IPv6Address(remote_gid))
             qp.remote_qpn = remote_qpn
             qp.remote_mac = remote_mac
@@ -924,7 +581,7 @@ class Adapter:
         from the QP's current PSN on."""
         gid = str(ipaddress.IPv6Address(gid))
         peer = UdPeer(gid, qpn, qkey, mac, security, qp.next_psn)
-        with self._lock:
+        with self.lock:
             if len(qp.peers) >= MAX_UD_PEERS and (gid, qpn) not in qp.peers:
                 raise AdapterError(f"QP {qp.qpn:#x} already has {MAX_UD_PEERS} UD peers")
             qp.peers[(gid, qpn)] = peer
@@ -945,17 +602,6 @@ class Adapter:
             ],
             "keys": self.keyring.describe(),
         }
-
-
-@dataclass
-class Inbound:
-    """A multi-packet RC message being received: a SEND's bytes so far, or where a WRITE goes on."""
-
-    send: bytearray | None = None
-    region: Region | None = None
-    va: int = 0
-    remaining: int = 0
-    key: bytes | None = None  # extended memory protection: the proof key the FIRST packet verified under
 
 
 def _segment(index: int, count: int) -> str:

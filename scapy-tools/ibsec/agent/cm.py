@@ -422,8 +422,7 @@ class ConnectionManager:
         mode, scope = request.mode, request.scope
         assert scope is not None
         if request.service is Service.UD and request.wanted:
-            with ad._lock:
-                qp = ad.qps.get(request.wanted)
+            qp = ad.find_qp(request.wanted)
             if qp is None or qp.service is not Service.UD or qp.mode != mode or qp.scope is not scope:
                 raise Refused(f"QP {request.wanted:#x} is not a UD QP of mode {mode}, {scope.value} keys")
             return False, qp

@@ -16,10 +16,11 @@ from ibsec.control import CommandError, Progress
 from ibsec.jsonrequest import Args
 
 from . import perf
-from .adapter import MAX_MESSAGE, PD_MAX, QPN_MAX, Adapter, AdapterError
+from .adapter import PD_MAX, QPN_MAX, Adapter, AdapterError
 from .keyring import MissingKey
 from .memory import MAX_REGION, Access, RegionError
 from .qp import Scope, Service
+from .receive import MAX_MESSAGE
 
 MAX_TIMEOUT = 60.0
 MAX_REQUEST_DATA = 1 << 21  # bytes of data one request may carry (larger messages: ``size``)

@@ -149,7 +149,7 @@ class QueuePair:
     echo: bool = False
     comm_ids: tuple[int, int] | None = None  # RC: (our CM communication id, the peer's), for DREQ/DREP
     cm_key: bytes | None = field(default=None, repr=False)  # RTU, DREQ, DREP of a secure connection
-    inbound: Any = None  # RC: the multi-packet message being received (adapter.Inbound), if any
+    inbound: Any = None  # RC: the multi-packet message being received (receive.Inbound), if any
     recv_queue: deque[tuple[bytes, dict[str, Any]]] = field(default_factory=deque)
     rnr_nak: tuple[int, bytes] | None = None  # responder: (PSN, frame) of the last RNR NAK, resent as is
     rnr: Rnr | None = None  # requester: waiting after an RNR NAK
