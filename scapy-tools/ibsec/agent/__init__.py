@@ -4,6 +4,7 @@ One process per host, in the host's network namespace, speaking raw Ethernet fra
 
 - :mod:`.adapter`   the channel adapter (P_Key table, QPs, SEND / RDMA WRITE, ACKs, retransmission, modes)
 - :mod:`.receive`   its receive path: a frame's checks in a real CA's order, delivery, ACKs, RNR NAKs
+- :mod:`.send`      its send path: messages as sealed path-MTU packets, the send window, retransmission
 - :mod:`.qp`        queue pairs, partitions and the per-connection security state
 - :mod:`.frames`    the fast path: header view of received frames, Scapy templates patched per packet
 - :mod:`.cm`        connection management on QP1 (REQ/REP/RTU/REJ, SIDR, DREQ/DREP) with wrapped keys

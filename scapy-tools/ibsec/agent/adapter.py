@@ -1,6 +1,8 @@
 """The channel adapter: P_Key table, QPs, SEND and RDMA WRITE, ACKs and retransmission, security modes.
 
-The receive path (:meth:`Adapter.receive`, the checks a real CA makes in its order) is :mod:`.receive`'s.
+The adapter owns the port's tables (partitions, QPs, protection domains, keys) and the timer; the receive
+path (:meth:`Adapter.receive`, the checks a real CA makes in its order) is :mod:`.receive`'s, the send path
+(:meth:`Adapter.post_send`, :meth:`Adapter.post_write`, retransmission) :mod:`.send`'s.
 
 Mode 0 makes no crypto call at all: frames carry the plain ICRC. Frames are built once per (QP, opcode,
 size) with Scapy and only patched per packet (PSN, RETH, payload); see :mod:`.frames`.
@@ -29,7 +31,7 @@ from .cm import ConnectionManager
 from .counters import Counters
 from .keyring import Keyring
 from .mads import ManagementAgent
-from .memory import Access, MemoryTable, Region, proof_key
+from .memory import Access, MemoryTable, Region
 from .qp import (
     QPN_MAX,
     RNR_INFINITE,
@@ -41,10 +43,10 @@ from .qp import (
     Service,
     State,
     UdPeer,
-    Unacked,
     pkey_matches,
 )
 from .receive import ReceivePath
+from .send import SendPath
 from .traps import FailureStreak, RateLimiter
 
 log = logging.getLogger("ibsec.agent.adapter")
@@ -55,8 +57,6 @@ MAX_QPS = 4096  # CM requests from anyone create QPs: the table must not grow wi
 MAX_UD_PEERS = 1024
 APP_PD_BASE = 0x10000  # PDs an application allocates; 0x1..0x7FFF are the partitions' own
 PD_MAX = 0xFFFF_FFFF
-SEND_WINDOW = 64  # RC packets in flight at most (go-back-N resends them all after a loss)
-WINDOW_PATIENCE = 60.0  # seconds a sender waits for room in the window before giving up
 
 
 @dataclass(frozen=True)
@@ -162,6 +162,7 @@ class Adapter:
         self.cm = ConnectionManager(self)
         self.mads = ManagementAgent(self)
         self.rx = ReceivePath(self)
+        self.tx = SendPath(self)
 
     # ------------------------------------------------------------------ partitions and QPs
 
@@ -378,103 +379,15 @@ class Adapter:
         self._send(frame)
         self.counters.bump("tx_frames")
 
-    def _ready(self, qpn: int) -> QueuePair:
-        qp = self.qp(qpn)
-        if qp.state is not State.RTS or qp.security is None:
-            raise AdapterError(f"QP {qpn:#x} is {qp.state.value}, not connected")
-        return qp
-
     def post_send(
         self, qpn: int, data: bytes, dest: tuple[str, int] | None = None, block: bool = True
     ) -> None:
-        """SEND ``data`` on an RC QP (in path-MTU packets), or on a UD QP to ``dest`` = (GID, QPN).
-
-        ``block``: wait while the RC send window is full (the receive thread, which processes the ACKs,
-        must not wait for them).
-        """
-        qp = self.qp(qpn)
-        if qp.service is Service.UD:
-            self._post_ud(qp, data, dest)
-            return
-        self._post_rc(self._ready(qpn), "RC_SEND", data, block=block)
+        """SEND ``data`` on QP ``qpn`` (see :meth:`.send.SendPath.post_send`)."""
+        self.tx.post_send(qpn, data, dest, block)
 
     def post_write(self, qpn: int, va: int, r_key: int, data: bytes, memory_key: bytes | None = None) -> None:
-        """RDMA WRITE ``data`` to remote ``va`` under ``r_key``; ``memory_key`` proves a (sub-)region key."""
-        qp = self._ready(qpn)
-        if memory_key is not None and qp.mode == 0:
-            raise AdapterError("extended memory protection needs a security mode with a MAC (1-4)")
-        self._post_rc(qp, "RC_RDMA_WRITE", data, reth=(va, r_key, len(data)), memory_key=memory_key)
-
-    def _post_rc(
-        self,
-        qp: QueuePair,
-        operation: str,
-        data: bytes,
-        reth: tuple[int, int, int] | None = None,
-        memory_key: bytes | None = None,
-        block: bool = True,
-    ) -> None:
-        """One message as path-MTU packets: ONLY, or FIRST (with the RETH), MIDDLEs and LAST; at most
-        ``SEND_WINDOW`` packets unacknowledged when ``block``."""
-        assert qp.security is not None and qp.remote_gid is not None and qp.remote_qpn is not None
-        if qp.security.retired:
-            raise AdapterError(f"QP {qp.qpn:#x}: key retired after repeated MAC failures")
-        mtu = self.config.mtu
-        chunks = [data[i : i + mtu] for i in range(0, len(data), mtu)] or [b""]
-        with qp.cond:
-            key = self.key_of(qp.security)
-            key = key if memory_key is None or key is None else proof_key(key, memory_key)
-            for n, chunk in enumerate(chunks):
-                if block and not qp.cond.wait_for(
-                    lambda: len(qp.unacked) < SEND_WINDOW or qp.state is not State.RTS, WINDOW_PATIENCE
-                ):
-                    raise AdapterError(f"QP {qp.qpn:#x}: send window stayed full")
-                if qp.state is not State.RTS:
-                    raise AdapterError(f"QP {qp.qpn:#x} failed while sending")
-                epsn = qp.next_psn
-                qp.next_psn += 1
-                plain = self.builder.plain(
-                    qp.remote_gid,
-                    f"{operation}_{_segment(n, len(chunks))}",
-                    qp.partition.pkey,
-                    qp.remote_qpn,
-                    epsn,
-                    chunk,
-                    ackreq=True,
-                    src_qp=qp.qpn,
-                    reth=reth if n == 0 else None,
-                    dst_mac=qp.remote_mac,
-                )
-                frame = frames.seal(plain, qp.security, key)
-                qp.unacked[epsn] = Unacked(frame, time.monotonic())
-                if qp.rnr is None or not qp.rnr.waiting:  # else it leaves when the wait is over
-                    self.transmit(frame)  # under the QP's lock: frames leave in PSN order
-        self.counters.bump("tx_bytes", len(data))
-
-    def _post_ud(self, qp: QueuePair, data: bytes, dest: tuple[str, int] | None) -> None:
-        if dest is None:
-            raise AdapterError("a UD send needs a destination (GID, QPN)")
-        if len(data) > self.config.mtu:
-            raise AdapterError(f"a UD message is one packet: at most the path MTU, {self.config.mtu} bytes")
-        peer = qp.peers.get((str(ipaddress.IPv6Address(dest[0])), dest[1]))
-        if peer is None:
-            raise AdapterError(f"destination {dest[0]} QP {dest[1]:#x} not resolved (run SIDR first)")
-        with self.lock:
-            epsn = peer.next_psn
-            peer.next_psn += 1
-            plain = self.builder.plain(
-                peer.gid,
-                "UD_SEND_ONLY",
-                qp.partition.pkey,
-                peer.qpn,
-                epsn,
-                data,
-                src_qp=qp.qpn,
-                deth=(peer.qkey, qp.qpn),
-                dst_mac=peer.mac,
-            )
-            self.transmit(frames.seal(plain, peer.security, self.key_of(peer.security)))  # in PSN order
-        self.counters.bump("tx_bytes", len(data))
+        """RDMA WRITE ``data`` on QP ``qpn`` (see :meth:`.send.SendPath.post_write`)."""
+        self.tx.post_write(qpn, va, r_key, data, memory_key)
 
     def wait_recv(self, qpn: int, timeout: float) -> bytes | None:
         """The next message delivered on ``qpn`` (waits up to ``timeout`` seconds)."""
@@ -510,34 +423,7 @@ class Adapter:
             self.admission.forget(qpn)
         now = time.monotonic()
         self.mads.tick(now)
-        with self.lock:
-            qps = [qp for qp in self.qps.values() if qp.unacked and qp.state is State.RTS]
-        for qp in qps:
-            with qp.cond:
-                if qp.rnr is not None and qp.rnr.waiting:
-                    if now >= qp.rnr.until:
-                        self._resume(qp, now)
-                    continue
-                oldest = next(iter(qp.unacked.values()), None)
-                if oldest is None or now - oldest.sent_at < self.config.ack_timeout:
-                    continue
-                if oldest.tries > self.config.retries:
-                    self.fail(qp, "retries exhausted")
-                    continue
-                for item in qp.unacked.values():
-                    item.sent_at, item.tries = now, item.tries + 1
-                    self.transmit(item.frame)  # in PSN order, before a newer frame can be posted
-                    self.counters.bump("retransmissions")
-
-    def _resume(self, qp: QueuePair, now: float) -> None:
-        """The RNR wait is over: resend everything unacknowledged from the NAKed request on (go-back-N),
-        without counting it against the retransmission limit (the responder was busy, not gone)."""
-        assert qp.rnr is not None
-        qp.rnr.waiting = False
-        for item in qp.unacked.values():
-            item.sent_at = now
-            self.transmit(item.frame)
-            self.counters.bump("rnr_retries")
+        self.tx.retransmit(now)
 
     def fail(self, qp: QueuePair, why: str) -> None:
         """Put ``qp`` in the error state and wake whoever waits on it."""
@@ -602,10 +488,3 @@ class Adapter:
             ],
             "keys": self.keyring.describe(),
         }
-
-
-def _segment(index: int, count: int) -> str:
-    """Which packet of a message this is: ONLY, FIRST, MIDDLE or LAST."""
-    if count == 1:
-        return "ONLY"
-    return "FIRST" if index == 0 else "LAST" if index == count - 1 else "MIDDLE"

@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 from ibsec import addressing, icrc, keybatch, keys, layers, mad_auth, transport
 from ibsec.agent import mads
-from ibsec.agent.adapter import MAX_QPS, SEND_WINDOW, Adapter, AdapterError, AgentConfig
+from ibsec.agent.adapter import MAX_QPS, Adapter, AdapterError, AgentConfig
 from ibsec.agent.counters import Drop
 from ibsec.agent.qp import Partition, Scope, Service, State
+from ibsec.agent.send import SEND_WINDOW
 from ibsec.agent.traps import RateLimiter
 from ibsec.builder import Builder, gid_bytes, mac_of
 from scapy.layers.l2 import Ether
