@@ -37,7 +37,7 @@ from .qp import (
 if TYPE_CHECKING:
     from .adapter import Adapter
 
-log = logging.getLogger("ibsec.agent.adapter")
+log = logging.getLogger("ibsec.agent.adapter")  # the adapter's: its records keep the name they had
 
 QP1 = 1
 MAX_MESSAGE = 1 << 24  # bytes a multi-packet SEND may gather before it is refused
