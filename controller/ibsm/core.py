@@ -92,7 +92,12 @@ def _exact_entry(schema: fy.P4Schema, entity: fy.P4TableEntry) -> tuple[str, dic
 
 
 class SubnetManager:
-    """Programs and watches every switch of a topology."""
+    """Programs and watches every switch of a topology.
+
+    Over 400 lines because it is the one place that holds the connections: each section (lifecycle,
+    packet-in, restarts, SIF, policy, keys, status) is the I/O half of a pure module (entries,
+    reconcile, sif, traps, keymgr) that decides what to write, and they share the switches, the SIF
+    state and the key manager, so the class stays the thin layer between those modules and finsy."""
 
     def __init__(self, topo: Topology, partitions: list[Partition], keystore: keys.KeyStore,
                  options: SmOptions) -> None:

@@ -21,7 +21,11 @@ from p4switch.frontend.types import ANY, BOOL, ERROR, INFINT, STRING, Type, Valu
 
 
 class Expressions(Part):
-    """Types and folds expressions; `expr(node, ctx)` is the entry point, one `x_<node>` per kind."""
+    """Types and folds expressions; `expr(node, ctx)` is the entry point, one `x_<node>` per kind.
+
+    Over 400 lines because it is one front-end concern, the typing of expressions: one short
+    method per expression kind of the grammar plus the typing and folding rules they share (`coerce`,
+    `unify`, `fold`), which call back into `expr` for sub-expressions."""
 
     def const_int(self, node: Node, ctx: Ctx | None) -> int:
         if isinstance(node, Token):
