@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ibsec.agent.lab import Agent, Fabric, provision, rc_pair, start_agents
+from ibsec.agent.lab import Agent, AgentLab, provision, rc_pair, start_agents
 
 AGENT_ARGS = ("--ack-timeout", "0.25")
 
@@ -22,7 +22,7 @@ def agent_pair(*extra: str) -> Iterator[tuple[Agent, Agent]]:
     with tempfile.TemporaryDirectory(prefix="ibsec-eval-") as tmp:
         run_dir = Path(tmp)
         (run_dir / "logs").mkdir()
-        fabric = Fabric.create(run_dir, 2)
+        fabric = AgentLab.create(run_dir, 2)
         try:
             prov = provision(fabric, fabric.hosts)
             a, b = start_agents(fabric, fabric.hosts, prov, None, *AGENT_ARGS, *extra)

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ibsec import layers, mad_auth, rocev2
-from ibsec.agent.lab import SECURE_PKEY, Agent, Fabric, Host, Provisioned, provision, rc_pair, start_agents
+from ibsec.agent.lab import SECURE_PKEY, Agent, AgentLab, Host, Provisioned, provision, rc_pair, start_agents
 from ibsec.builder import Builder, gid_bytes
 from ibsec.control import ControlClient
 from ibsec.rocev2 import View, parse
@@ -48,7 +48,7 @@ Row = dict[str, str]
 class Lab:
     """a, b (victim), the stand-in SM host and the attacker host, with what the scenarios need."""
 
-    def __init__(self, fabric: Fabric, tools: Path) -> None:
+    def __init__(self, fabric: AgentLab, tools: Path) -> None:
         self.fabric, self.tools = fabric, tools
         self.ha, self.hb, self.hsm, self.hx = fabric.hosts
         self.prov: Provisioned = provision(fabric, [self.ha, self.hb])
@@ -669,7 +669,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     run_dir = Path(tempfile.mkdtemp(prefix="ibsec-outcomes-"))
     (run_dir / "logs").mkdir()
-    fabric = Fabric.create(run_dir, 4)
+    fabric = AgentLab.create(run_dir, 4)
     rows: list[Row] = []
     try:
         lab = Lab(fabric, args.tools)

@@ -22,7 +22,7 @@ from typing import Any
 
 from ibsec.names import Mode
 
-from .lab import SECURE_PKEY, Agent, Fabric, provision, rc_pair, start_agents
+from .lab import SECURE_PKEY, Agent, AgentLab, provision, rc_pair, start_agents
 
 MODES = tuple(int(m) for m in Mode)
 SIZES = (64, 256, 1024, 4096)
@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="ibsec-bench-") as tmp:
         run_dir = Path(tmp)
         (run_dir / "logs").mkdir()
-        fabric = Fabric.create(run_dir, 2)
+        fabric = AgentLab.create(run_dir, 2)
         try:
             prov = provision(fabric, fabric.hosts)
             a, b = start_agents(fabric, fabric.hosts, prov, None, "--ack-timeout", "0.25")

@@ -3,7 +3,7 @@ subprocesses, keys provisioned as the SM would. Used by the agent's tests and it
 
 Two hosts share one veth pair; three or more hang off a Linux bridge in a namespace of its own, which
 stands in for the cable, not for a P4 switch. Every name carries the process id and a counter, so
-parallel and repeated runs never collide, and :meth:`Fabric.close` stops every process by pid and deletes
+parallel and repeated runs never collide, and :meth:`AgentLab.close` stops every process by pid and deletes
 every namespace (which deletes its veths) whatever happened meanwhile. Needs root (``ip netns``).
 """
 
@@ -126,8 +126,10 @@ class Agent:
 
 
 @dataclass
-class Fabric:
-    """Hosts, their agents and every other process a test starts; :meth:`close` removes all of it."""
+class AgentLab:
+    """Hosts, their agents and every other process a test starts; :meth:`close` removes all of it.
+
+    A lab, not a fabric: no switch joins its hosts (topologies.fabrics.Fabric is a fabric's description)."""
 
     run_dir: Path
     hosts: list[Host] = field(default_factory=list)
@@ -135,7 +137,7 @@ class Fabric:
     namespaces: list[str] = field(default_factory=list)
 
     @classmethod
-    def create(cls, run_dir: Path, n_hosts: int) -> Fabric:
+    def create(cls, run_dir: Path, n_hosts: int) -> AgentLab:
         fabric = cls(run_dir)
         try:
             fabric._build(n_hosts)
@@ -264,7 +266,7 @@ class Provisioned:
     pkey_file: Path
 
 
-def provision(fabric: Fabric, members: list[Host], partition_mode: int = 0) -> Provisioned:
+def provision(fabric: AgentLab, members: list[Host], partition_mode: int = 0) -> Provisioned:
     """Key files (0600) and one P_Key table file for ``members``, as the SM would provision them."""
     guids = {h.index: int(ipaddress.IPv6Address(h.gid)) & ((1 << 64) - 1) for h in members}
     ca_keys = {i: keys.Key.generate(keys.KeyType.CA_SK, (g,)) for i, g in guids.items()}
@@ -292,7 +294,7 @@ def provision(fabric: Fabric, members: list[Host], partition_mode: int = 0) -> P
 
 
 def start_agents(
-    fabric: Fabric, hosts: list[Host], prov: Provisioned, sm: Host | None, *extra: str
+    fabric: AgentLab, hosts: list[Host], prov: Provisioned, sm: Host | None, *extra: str
 ) -> list[Agent]:
     """An agent on each of ``hosts`` with its keys and the P_Key table (and the SM's GID, if any)."""
     sm_args = ["--sm-gid", sm.gid] if sm is not None else []

@@ -39,7 +39,7 @@ from ibsec.control import ControlClient
 
 from ..agent.cm import SCOPES, request_key
 from ..agent.keyring import Keyring, MissingKey
-from ..agent.lab import SECURE_PKEY, Agent, Fabric, Host, Provisioned, provision, start_agents
+from ..agent.lab import SECURE_PKEY, Agent, AgentLab, Host, Provisioned, provision, start_agents
 from ..attacks.forging import forged
 from .mutate import MAD_AT, Mutator
 from .report import Summary, progress
@@ -51,7 +51,7 @@ VICTIM_ARGS = ("--half-open-timeout", "2", "--trap-window", "1")
 
 @dataclass
 class Lab:
-    fabric: Fabric
+    fabric: AgentLab
     prov: Provisioned
     peer: Agent
     victim: Agent
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     (run_dir / "logs").mkdir(parents=True, exist_ok=True)
     summary = Summary("agent", args.seed)
     rng = random.Random(args.seed)
-    fabric = Fabric.create(run_dir, 3)
+    fabric = AgentLab.create(run_dir, 3)
     try:
         lab = _start(fabric)
         progress(f"fuzz agent: lab up in {run_dir}; capturing traffic in every mode")
@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
 # ---- the lab and the corpus ---------------------------------------------------------------------------
 
 
-def _start(fabric: Fabric) -> Lab:
+def _start(fabric: AgentLab) -> Lab:
     peer_host, victim_host, fuzzer = fabric.hosts
     prov = provision(fabric, [peer_host, victim_host])
     peer, victim = start_agents(fabric, [peer_host, victim_host], prov, fuzzer, *VICTIM_ARGS)

@@ -7,16 +7,16 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from ibsec.agent.lab import Fabric
+from ibsec.agent.lab import AgentLab
 
 
-def _fabrics(base: Path) -> Iterator[Callable[[int], Fabric]]:
-    built: list[Fabric] = []
+def _fabrics(base: Path) -> Iterator[Callable[[int], AgentLab]]:
+    built: list[AgentLab] = []
 
-    def make(n_hosts: int = 2) -> Fabric:
+    def make(n_hosts: int = 2) -> AgentLab:
         run_dir = base / f"run{len(built)}"
         (run_dir / "logs").mkdir(parents=True)
-        fabric = Fabric.create(run_dir, n_hosts)
+        fabric = AgentLab.create(run_dir, n_hosts)
         built.append(fabric)
         return fabric
 
@@ -27,13 +27,13 @@ def _fabrics(base: Path) -> Iterator[Callable[[int], Fabric]]:
 
 
 @pytest.fixture
-def make_fabric(tmp_path: Path) -> Iterator[Callable[[int], Fabric]]:
+def make_fabric(tmp_path: Path) -> Iterator[Callable[[int], AgentLab]]:
     """``make_fabric(n)`` builds n hosts; every fabric built is closed after the test, pass or fail."""
     yield from _fabrics(tmp_path)
 
 
 @pytest.fixture(scope="module")
-def module_fabric(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[int], Fabric]]:
+def module_fabric(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[int], AgentLab]]:
     """The same, shared by one module's tests (agents start once), closed after the module."""
     yield from _fabrics(tmp_path_factory.mktemp("fabric"))
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ibsec import keys, layers, mad_auth
-from ibsec.agent.lab import Fabric, Host
+from ibsec.agent.lab import AgentLab, Host
 from ibsec.polling import poll_until
 from ibsec.rocev2 import View, parse
 from scapy.layers.l2 import Ether
@@ -106,7 +106,8 @@ class StandInSM:
         return found
 
 
-def attack(fabric: Fabric, host: Host, tool: str, *args: str, timeout: float = 60.0) -> list[dict[str, Any]]:
+def attack(fabric: AgentLab, host: Host, tool: str, *args: str, timeout: float = 60.0
+           ) -> list[dict[str, Any]]:
     """Run ``python -m ibsec.attacks.<tool>`` in ``host``'s namespace; its JSON lines."""
     done = fabric.run(
         host, [sys.executable, "-m", f"ibsec.attacks.{tool}", "--iface", host.iface, *args], timeout=timeout

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from ibsec import layers
 from ibsec.agent.admission import Limits
-from ibsec.agent.lab import SECURE_PKEY, Agent, Fabric, Host, provision, rc_pair, start_agents
+from ibsec.agent.lab import SECURE_PKEY, Agent, AgentLab, Host, provision, rc_pair, start_agents
 from ibsec.rocev2 import View
 from scapy.layers.l2 import Ether
 from scapy.utils import wrpcap
@@ -31,7 +31,7 @@ THRESHOLD = 16
 
 @dataclass
 class Scene:
-    fabric: Fabric
+    fabric: AgentLab
     a: Agent  # the victim of most attacks
     b: Agent  # its peer; the attacker taps b's cable
     sm: StandInSM
@@ -40,7 +40,7 @@ class Scene:
 
 
 @pytest.fixture(scope="module")
-def scene(module_fabric: Callable[[int], Fabric]) -> Scene:
+def scene(module_fabric: Callable[[int], AgentLab]) -> Scene:
     fabric = module_fabric(4)
     h0, h1, h2, h3 = fabric.hosts
     prov = provision(fabric, [h0, h1])

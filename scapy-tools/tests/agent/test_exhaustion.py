@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable
 
 from ibsec import cmwire, layers
-from ibsec.agent.lab import SECURE_PKEY, Fabric, provision, start_agents
+from ibsec.agent.lab import SECURE_PKEY, AgentLab, provision, start_agents
 from ibsec.builder import Builder, gid_bytes, mac_of
 from ibsec.cmwire import IBSEC_SERVICE_ID
 
@@ -23,7 +23,7 @@ HALF_OPEN_TIMEOUT = 10.0
 timeout and its connection was reaped as half-open before the test could use it."""
 
 
-def test_a_member_connects_during_a_keyless_req_flood(make_fabric: Callable[[int], Fabric]) -> None:
+def test_a_member_connects_during_a_keyless_req_flood(make_fabric: Callable[[int], AgentLab]) -> None:
     fabric = make_fabric(3)
     h0, h1, h2 = fabric.hosts
     member, victim = start_agents(fabric, [h0, h1], provision(fabric, [h0, h1], partition_mode=2), None,

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from ibsec.agent.lab import Agent, Fabric, provision, rc_pair, start_agents
+from ibsec.agent.lab import Agent, AgentLab, provision, rc_pair, start_agents
 from ibsec.rocev2 import View
 
 from .conftest import namespaces
@@ -20,7 +20,7 @@ from .helpers import Tap, wait_for
 from .test_inprocess import mutate
 
 
-def test_agent_answers_logs_and_stops_on_sigterm(make_fabric: Callable[[int], Fabric]) -> None:
+def test_agent_answers_logs_and_stops_on_sigterm(make_fabric: Callable[[int], AgentLab]) -> None:
     fabric = make_fabric(2)
     agent = fabric.start_agent(fabric.hosts[0])
     info = agent.call("info")
@@ -41,7 +41,7 @@ def test_agent_answers_logs_and_stops_on_sigterm(make_fabric: Callable[[int], Fa
 
 def test_fabric_removes_namespaces_and_processes_even_when_the_test_fails(tmp_path: Path) -> None:
     (tmp_path / "logs").mkdir()
-    fabric = Fabric.create(tmp_path, 3)
+    fabric = AgentLab.create(tmp_path, 3)
     created = set(fabric.namespaces)
     agent = fabric.start_agent(fabric.hosts[1])
     try:
@@ -56,7 +56,7 @@ def test_fabric_removes_namespaces_and_processes_even_when_the_test_fails(tmp_pa
 
 
 def test_a_burst_of_random_and_mutated_frames_on_the_wire_crashes_nothing(
-    make_fabric: Callable[[int], Fabric],
+    make_fabric: Callable[[int], AgentLab],
 ) -> None:
     fabric = make_fabric(2)
     prov = provision(fabric, fabric.hosts)
@@ -87,7 +87,8 @@ def tap_frames(tap: Tap, during: Callable[[], None]) -> list[tuple[bytes, View]]
     return tap.frames(0.5)
 
 
-def test_an_unsafe_key_file_stops_the_agent_with_a_clear_error(make_fabric: Callable[[int], Fabric]) -> None:
+def test_an_unsafe_key_file_stops_the_agent_with_a_clear_error(
+        make_fabric: Callable[[int], AgentLab]) -> None:
     fabric = make_fabric(2)
     prov = provision(fabric, fabric.hosts)
     key_file = prov.key_files[0]

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
-from ibsec.agent.lab import SECURE_PKEY, Agent, Fabric, provision, rc_pair, start_agents
+from ibsec.agent.lab import SECURE_PKEY, Agent, AgentLab, provision, rc_pair, start_agents
 from ibsec.builder import gid_bytes
 
 from .helpers import Tap, wait_for
@@ -20,11 +20,11 @@ class Scene:
     member: Agent
     victim: Agent
     stranger: Agent
-    fabric: Fabric
+    fabric: AgentLab
 
 
 @pytest.fixture(scope="module")
-def scene(module_fabric: Callable[[int], Fabric]) -> Scene:
+def scene(module_fabric: Callable[[int], AgentLab]) -> Scene:
     fabric = module_fabric(3)
     h0, h1, h2 = fabric.hosts
     member, victim = start_agents(fabric, [h0, h1], provision(fabric, [h0, h1]), None)

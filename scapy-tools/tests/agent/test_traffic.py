@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import pytest
 from ibsec.agent import perf
 from ibsec.agent.cm import CM_RETRIES
-from ibsec.agent.lab import SECURE_PKEY, Agent, Fabric, Provisioned, provision, rc_pair, start_agents
+from ibsec.agent.lab import SECURE_PKEY, Agent, AgentLab, Provisioned, provision, rc_pair, start_agents
 from ibsec.control import CommandError
 
 from .helpers import STOP_MARGIN, wait_for
@@ -21,14 +21,14 @@ MTU = 1024  # small, so that messages of a few KiB travel as FIRST, MIDDLE..., L
 
 @dataclass
 class Pair:
-    fabric: Fabric
+    fabric: AgentLab
     a: Agent
     b: Agent
     prov: Provisioned
 
 
 @pytest.fixture(scope="module")
-def pair(module_fabric: Callable[[int], Fabric]) -> Pair:
+def pair(module_fabric: Callable[[int], AgentLab]) -> Pair:
     fabric = module_fabric(2)
     prov = provision(fabric, fabric.hosts)
     a, b = start_agents(fabric, fabric.hosts, prov, None, "--ack-timeout", "0.05", "--mtu", str(MTU))
@@ -68,7 +68,7 @@ def test_ud_send_round_trips(pair: Pair, mode: int, scope: str) -> None:
 
 
 def test_secure_partition_refuses_a_downgrade_and_session_keys_go_through_the_cache(
-    module_fabric: Callable[[int], Fabric],
+    module_fabric: Callable[[int], AgentLab],
 ) -> None:
     fabric = module_fabric(2)
     prov = provision(fabric, fabric.hosts, partition_mode=2)
