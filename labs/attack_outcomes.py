@@ -37,6 +37,7 @@ from ibsec import layers, mad_auth, rocev2
 from ibsec.agent.lab import SECURE_PKEY, Agent, AgentLab, Host, Provisioned, provision, rc_pair, start_agents
 from ibsec.builder import Builder, gid_bytes
 from ibsec.control import ControlClient
+from ibsec.polling import poll_until
 from ibsec.rocev2 import View, parse
 from scapy.layers.l2 import Ether
 from scapy.utils import wrpcap
@@ -552,12 +553,11 @@ def full_queue(lab: Lab) -> list[Row]:
 
     sender = threading.Thread(target=send)
     sender.start()
-    deadline = time.monotonic() + 300
-    while sender.is_alive() and time.monotonic() < deadline:
-        queued = next(q for q in lab.b.call("qps") if q["qpn"] == remote)["queued"]
-        if queued >= 4096:
-            break
-        time.sleep(0.5)
+
+    def queue_full() -> bool:
+        return int(next(q for q in lab.b.call("qps") if q["qpn"] == remote)["queued"]) >= 4096
+
+    poll_until(lambda: not sender.is_alive() or queue_full(), 300, interval=0.5)
     received = 0
     with ControlClient(lab.b.control_path, timeout=120) as client:
         while client.call("recv", qpn=remote, timeout=10) is not None:
@@ -594,9 +594,7 @@ def req_flood(lab: Lab) -> list[Row]:
             sock.send(builder.mad_frame(lab.hb.gid, 0xFFFF, bytes(mad)[: layers.MAD_LEN]))
     finally:
         sock.close()
-    deadline = time.monotonic() + 600
-    while lab.stat(lab.b, "rx_frames") < before + 4400 and time.monotonic() < deadline:
-        time.sleep(1)
+    poll_until(lambda: lab.stat(lab.b, "rx_frames") >= before + 4400, 600, interval=1)
     try:
         rc_pair(lab.a, lab.b, 2, "session")
         outcome = "connects"

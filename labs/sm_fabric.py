@@ -24,6 +24,7 @@ from typing import Any
 import grpc
 from ibsec import addressing, keys, layers, mad_auth, names
 from ibsec.builder import Builder
+from ibsec.polling import poll_until
 from ibsm.events import read_events
 from ibsm.topology import Host, Topology, load_topology
 from scapy.layers.inet import UDP
@@ -151,12 +152,12 @@ def sm_process(fab: Fabric, workdir: Path, store: keys.KeyStore, *extra: str
     with open(workdir / "sm.out", "ab") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + SM_START_TIMEOUT
-        while not any(e["event"] == "fabric-ready" and e["wall"] >= start for e in events_of(events)):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                output = (workdir / "sm.out").read_text()[-2000:]
-                raise RuntimeError(f"sm did not program the fabric: {output}")
-            time.sleep(0.05)
+        def ready() -> bool:
+            return any(e["event"] == "fabric-ready" and e["wall"] >= start for e in events_of(events))
+
+        if not poll_until(lambda: ready() or proc.poll() is not None, SM_START_TIMEOUT) or not ready():
+            output = (workdir / "sm.out").read_text()[-2000:]
+            raise RuntimeError(f"sm did not program the fabric: {output}")
         yield proc
     finally:
         proc.terminate()

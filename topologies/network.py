@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ibsec import addressing, names
+from ibsec.polling import poll_until
 from mininet.link import Link, TCLink
 from mininet.log import setLogLevel
 from mininet.net import Mininet
@@ -187,14 +188,17 @@ class P4RuntimeSwitch(Switch):  # type: ignore[misc]
             self.process = self.zygote.spawn(f"sw {self.name}", argv, self.log_path)
 
     def wait_started(self, deadline: float) -> None:
-        assert self.process is not None
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise FabricError(f"switch {self.name} exited with {self.process.returncode} "
+        process = self.process
+        assert process is not None
+
+        def answers() -> bool:
+            if process.poll() is not None:
+                raise FabricError(f"switch {self.name} exited with {process.returncode} "
                                   f"(log {self.log_path}):\n{tail(self.log_path)}")
-            if self.answers():
-                return
-            time.sleep(0.2)
+            return self.answers()
+
+        if poll_until(answers, deadline - time.monotonic(), interval=0.2):
+            return
         raise FabricError(f"switch {self.name}: P4Runtime port {self.grpc_port} did not answer within "
                           f"{self.start_timeout:.0f} s (log {self.log_path})")
 

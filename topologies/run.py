@@ -333,16 +333,18 @@ class FabricRun:
     def _wait_agents(self) -> None:
         deadline = time.monotonic() + self._timeout(AGENT_READY_TIMEOUT)
         for agent in self.agents.values():
-            while True:
+
+            def answers(agent: Agent = agent) -> bool:
                 if agent.process.poll() is not None:
                     raise FabricError(f"agent {agent.host.name} exited with {agent.process.returncode} "
                                       f"(log {self.run_dir / 'logs' / agent.host.name}.log)")
                 with contextlib.suppress(OSError):
                     agent.call("ping", control_timeout=2)
-                    break
-                if time.monotonic() > deadline:
-                    raise FabricError(f"agent {agent.host.name} did not answer on {agent.control}")
-                time.sleep(0.1)
+                    return True
+                return False
+
+            if not poll_until(answers, deadline - time.monotonic(), interval=0.1):
+                raise FabricError(f"agent {agent.host.name} did not answer on {agent.control}")
 
     # ---- using the fabric --------------------------------------------------------------------------------
 
@@ -415,15 +417,17 @@ class FabricRun:
         def qp(host: str, number: int) -> dict[str, Any]:
             return next(q for q in self.agents[host].call("qps") if q["qpn"] == number)
 
-        deadline = time.monotonic() + timeout
-        while True:
+        def outcome() -> tuple[int, str]:
             mine = qp(sender, qpn)
             theirs = qp(receiver, int(mine["remote_qpn"]))
             left = int(mine["unacked"]) + int(theirs["unacked"])
-            worst = "ERROR" if "ERROR" in (mine["state"], theirs["state"]) else str(mine["state"])
-            if left == 0 or worst == "ERROR" or time.monotonic() > deadline:
-                return left, worst
-            time.sleep(0.2)
+            return left, "ERROR" if "ERROR" in (mine["state"], theirs["state"]) else str(mine["state"])
+
+        def settled() -> tuple[int, str] | None:
+            left, worst = result = outcome()
+            return result if left == 0 or worst == "ERROR" else None
+
+        return poll_until(settled, timeout, interval=0.2) or outcome()
 
     def sm_call(self, cmd: str, **args: Any) -> Any:
         """The result of a request to the running SM's control socket (``status``, ``policy``)."""

@@ -50,6 +50,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ibsec.polling import poll_until
+
 PR_SET_NAME = 15
 PR_SET_PDEATHSIG = 1
 CLONE_NEWNS = 0x00020000
@@ -379,12 +381,10 @@ class Zygote:
             proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     start_new_session=True)
         zygote = cls(path, proc)
-        deadline = time.monotonic() + timeout
-        while not path.exists():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise ZygoteError(f"the zygote did not start (log {log}):\n{log.read_text()[-2000:]}")
-            time.sleep(0.05)
+        poll_until(lambda: path.exists() or proc.poll() is not None, timeout)
+        if not path.exists():
+            proc.kill()
+            raise ZygoteError(f"the zygote did not start (log {log}):\n{log.read_text()[-2000:]}")
         return zygote
 
     def call(self, request: dict[str, Any]) -> dict[str, Any]:

@@ -9,6 +9,7 @@ every namespace (which deletes its veths) whatever happened meanwhile. Needs roo
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ipaddress
 import itertools
@@ -19,7 +20,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +27,7 @@ from typing import Any
 
 from ibsec import addressing, keys
 from ibsec.control import ControlClient
+from ibsec.polling import poll_until
 
 SUBNET = 0x0001
 SECURE_PKEY = 0x8001  # the lab's partition whose members hold P_SK
@@ -226,18 +227,20 @@ class AgentLab:
         ]
         process = self.spawn(host, argv, f"{name}.out")
         agent = Agent(host, process, control, log_path)
-        deadline = time.monotonic() + 120  # imports (Scapy) take seconds, more on a loaded machine
-        while time.monotonic() < deadline:
+
+        def answers() -> bool:
             if process.poll() is not None:
                 raise RuntimeError(
                     f"agent {name} exited with {process.returncode}: "
                     f"{(self.run_dir / f'{name}.out').read_text()}"
                 )
-            try:
+            with contextlib.suppress(OSError):
                 agent.call("ping")
-                return agent
-            except OSError:
-                time.sleep(0.05)
+                return True
+            return False
+
+        if poll_until(answers, 120):  # imports (Scapy) take seconds, more on a loaded machine
+            return agent
         raise TimeoutError(f"agent {name} did not answer on {control}")
 
     def close(self) -> None:

@@ -36,6 +36,7 @@ from ibsec import cmwire, icrc, keys, layers, mad_auth, opcodes, rocev2
 from ibsec.builder import Builder, gid_bytes, mac_of
 from ibsec.cmwire import IBSEC_SERVICE_ID
 from ibsec.control import ControlClient
+from ibsec.polling import poll_until
 
 from ..agent.cm import SCOPES, request_key
 from ..agent.keyring import Keyring, MissingKey
@@ -82,12 +83,7 @@ class Lab:
 
     def wait_received(self, count: int) -> bool:
         """Wait until the victim has received ``count`` frames in all; False if it stops receiving."""
-        deadline = time.monotonic() + WAIT
-        while time.monotonic() < deadline:
-            if self.received() >= count:
-                return True
-            time.sleep(0.02)
-        return False
+        return bool(poll_until(lambda: self.received() >= count, WAIT, interval=0.02))
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
