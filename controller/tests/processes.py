@@ -9,6 +9,7 @@ happened in the test.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ibsec import addressing, keys, names
+from ibsec.polling import poll_until
 from ibsm.events import read_events
 
 from p4switch import targets
@@ -40,15 +42,15 @@ def _ip(*args: str) -> None:
 
 def wait_port(port: int, proc: subprocess.Popen[bytes], what: str, timeout: float = START_TIMEOUT) -> float:
     """Wait until 127.0.0.1:``port`` accepts; returns the wall time it first did."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def accepts() -> float | None:
         if proc.poll() is not None:
             raise RuntimeError(f"{what} exited with {proc.returncode}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return time.time()
-        except OSError:
-            time.sleep(0.02)
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return time.time()
+        return None
+
+    if (first := poll_until(accepts, timeout, interval=0.02)) is not None:
+        return first
     raise RuntimeError(f"{what} did not open 127.0.0.1:{port} within {timeout} s")
 
 
@@ -225,17 +227,18 @@ class ProcessFabric:
 
     def wait_event(self, kind: str, timeout: float = 60.0, since: float = 0.0, count: int = 1
                    ) -> list[dict[str, Any]]:
-        deadline = time.monotonic() + timeout
-        while True:
+        def enough() -> list[dict[str, Any]] | None:
             found = self.events(kind, since)
             if len(found) >= count:
                 return found
             if self.sm is not None and self.sm.poll() is not None:
                 raise RuntimeError(f"sm exited with {self.sm.returncode}: "
                                    f"{(self.workdir / 'logs' / 'sm.out').read_text()[-2000:]}")
-            if time.monotonic() > deadline:
-                raise AssertionError(f"no {count} {kind!r} event(s) within {timeout} s")
-            time.sleep(0.05)
+            return None
+
+        found = poll_until(enough, timeout)
+        assert found is not None, f"no {count} {kind!r} event(s) within {timeout} s"
+        return found
 
     # ---- teardown ----------------------------------------------------------------------------------------
 

@@ -6,10 +6,10 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from ibsec.polling import poll_until
 from ibsm import cli, commands
 from ibsm.events import EventLog
 
@@ -176,11 +176,12 @@ def test_sigterm_at_any_time_exits_cleanly(tmp_path: Path, running: bool) -> Non
     proc = subprocess.Popen([sys.executable, "-m", "ibsm.cli", "run", "--topology", str(topo)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 60
-        while not _catches_sigterm(proc.pid) or (
-                running and not (events.exists() and '"sm-start"' in events.read_text())):
-            assert time.monotonic() < deadline and proc.poll() is None
-            time.sleep(0.01)
+        def ready() -> bool:
+            assert proc.poll() is None
+            return _catches_sigterm(proc.pid) and (
+                not running or (events.exists() and '"sm-start"' in events.read_text()))
+
+        assert poll_until(ready, 60, interval=0.01)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
     finally:

@@ -25,6 +25,7 @@ import finsy as fy
 import pytest
 from ibsec import keys, names
 from ibsec.control import ControlClient
+from ibsec.polling import poll_until
 from ibsm.topology import load_topology
 from ibsm.traps import RawMad, parse_frame
 
@@ -104,10 +105,9 @@ def test_forged_trap_installs_nothing(fabric: ProcessFabric) -> None:
     frame = trap_257(topo, victim, wrong, bad_pkey=0x4242, claimed_gid=topo.hosts[1].gid, mf=0x1)
     fabric.send(victim.name, [frame])
     tid = _tid(parse_frame(frame))
-    deadline = time.monotonic() + 60
-    while not (traps := [e for e in fabric.events("trap", start) if e.get("transaction_id") == tid]):
-        assert time.monotonic() < deadline, "the forged trap did not reach the SM"
-        time.sleep(0.05)
+    traps = poll_until(lambda: [e for e in fabric.events("trap", start) if e.get("transaction_id") == tid],
+                       60)
+    assert traps, "the forged trap did not reach the SM"
     (trap,) = traps  # found by its TransactionID: any other trap of the fabric meanwhile is not this one
     assert (trap["status"], trap["sender"]) == ("forged", victim.gid)
     time.sleep(0.5)
@@ -213,10 +213,9 @@ def test_captured_mads_replayed_after_sm_and_switch_restarts_are_refused(fabric:
     assert fabric.stop_sm(signal.SIGKILL) == -signal.SIGKILL
     from_h3 = sum(1 for h, _ in fabric.capture.to_sm if h == "h3")
     fabric.send("h1", [flood_frame(topo, claimed="h4", victim="h3", pkey=0x3457)])
-    deadline = time.monotonic() + 30
-    while sum(1 for h, _ in fabric.capture.to_sm if h == "h3") == from_h3:  # its trap 257, to no SM
-        assert time.monotonic() < deadline, "h3 sent no trap about the flood"
-        time.sleep(0.05)
+    capture = fabric.capture
+    assert poll_until(lambda: sum(1 for h, _ in capture.to_sm if h == "h3") != from_h3, 30), \
+        "h3 sent no trap about the flood"  # its trap 257, to no SM
     fabric.capture.close()
     restart = time.time()
     fabric.start_sm()  # it sends every key again, under fresh TransactionIDs

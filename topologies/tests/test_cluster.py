@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 from pathlib import Path
 
 import pytest
+from ibsec.polling import poll_until
 
 from topologies import cluster, demo, network, run
 
@@ -34,10 +34,8 @@ def netns_inode(pid: int) -> int:
 def wait_gone(footprint: Footprint) -> list[str]:
     """The run's leftovers once they are gone or GONE_TIMEOUT has passed: a remote node's shell ends when
     its ssh session's end reaches it, which is after the launcher's teardown returns."""
-    deadline = time.monotonic() + GONE_TIMEOUT
-    while (left := footprint.leftovers()) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    return left
+    poll_until(lambda: not footprint.leftovers(), GONE_TIMEOUT, interval=0.2)
+    return footprint.leftovers()
 
 
 def test_placement_bins_switches_and_keeps_hosts_with_their_switch() -> None:

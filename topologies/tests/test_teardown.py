@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from ibsec.polling import poll_until
 
 from topologies import network, run
 
@@ -84,9 +85,8 @@ def test_clean_removes_what_a_killed_launcher_left(run_dir: Path) -> None:
     assert any(item.startswith("pid") for item in footprint.leftovers())  # switches and agents survive it
     removed = run.clean_leftovers(run_dir.parent)
     assert removed
-    deadline = time.monotonic() + 60  # until the killed processes are gone (a loaded machine reaps slowly)
-    while footprint.leftovers() and time.monotonic() < deadline:
-        time.sleep(0.2)
+    # until the killed processes are gone (a loaded machine reaps slowly)
+    poll_until(lambda: not footprint.leftovers(), 60, interval=0.2)
     assert footprint.leftovers() == []
 
 

@@ -11,11 +11,11 @@ import signal
 import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import grpc
 from finsy.proto import p4r, p4r_grpc
+from ibsec.polling import poll_until
 
 from .conftest import needs_root
 
@@ -36,12 +36,11 @@ def capabilities(address: str, creds: grpc.ChannelCredentials | None) -> grpc.St
 
 
 def wait_for(path: Path, text: str, proc: subprocess.Popen[str], timeout: float = 300) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and proc.poll() is None:
-        if path.exists() and text in path.read_text():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"{text!r} never appeared in {path}")
+    def appeared() -> bool:
+        return path.exists() and text in path.read_text()
+
+    poll_until(lambda: appeared() or proc.poll() is not None, timeout, interval=0.2)
+    assert appeared(), f"{text!r} never appeared in {path}"
 
 
 def probe(run_dir: Path, proc: subprocess.Popen[str]) -> dict[str, grpc.StatusCode]:

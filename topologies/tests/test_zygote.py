@@ -9,11 +9,11 @@ import os
 import signal
 import stat
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from ibsec.polling import poll_until
 
 from topologies import run
 from topologies.zygote import ENTRY_FAILED, Zygote, ZygoteError
@@ -33,10 +33,7 @@ def zygote(tmp_path: Path) -> Iterator[Zygote]:
 
 
 def probed(log: Path, timeout: float = 30) -> dict[str, object]:
-    deadline = time.monotonic() + timeout
-    while not log.exists() or not log.read_text().strip():
-        assert time.monotonic() < deadline, f"no output in {log}"
-        time.sleep(0.05)
+    assert poll_until(lambda: log.exists() and log.read_text().strip(), timeout), f"no output in {log}"
     seen: dict[str, object] = json.loads(log.read_text().splitlines()[0])
     return seen
 
@@ -89,10 +86,8 @@ def test_stop_terms_every_child_at_once_and_kills_those_that_stay(zygote: Zygote
     for i in range(3):
         probed(tmp_path / f"p{i}.log")
     log = tmp_path / "s.log"
-    deadline = time.monotonic() + 30
-    while "ready" not in (log.read_text() if log.exists() else ""):
-        assert time.monotonic() < deadline, "the stubborn child never started"
-        time.sleep(0.05)
+    assert poll_until(lambda: "ready" in (log.read_text() if log.exists() else ""), 30), \
+        "the stubborn child never started"
     zygote.stop([*polite, stubborn], timeout=1.0)
     assert [c.returncode for c in polite] == [-signal.SIGTERM] * 3
     assert stubborn.returncode == -signal.SIGKILL  # it ignored SIGTERM
@@ -116,11 +111,9 @@ def test_only_root_can_open_the_socket(zygote: Zygote) -> None:
 def test_a_child_joins_the_namespace_of_a_given_process(zygote: Zygote, tmp_path: Path) -> None:
     elsewhere = subprocess.Popen(["unshare", "--net", "sleep", "60"])
     try:
-        deadline = time.monotonic() + 10
         target = f"/proc/{elsewhere.pid}/ns/net"
-        while os.stat(target).st_ino == os.stat("/proc/self/ns/net").st_ino:
-            assert time.monotonic() < deadline, "unshare did not make a namespace"
-            time.sleep(0.05)
+        assert poll_until(lambda: os.stat(target).st_ino != os.stat("/proc/self/ns/net").st_ino, 10), \
+            "unshare did not make a namespace"
         child = zygote.spawn("host h1", ["0"], tmp_path / "ns.log", entry=PROBE, netns=elsewhere.pid)
         assert child.wait(timeout=30) == 0
         assert probed(tmp_path / "ns.log")["netns"] == os.stat(target).st_ino
@@ -146,10 +139,7 @@ def test_children_get_sigterm_when_the_zygote_is_killed(tmp_path: Path) -> None:
     assert zygote.process is not None
     zygote.process.kill()
     zygote.process.wait()
-    deadline = time.monotonic() + 10
-    while run._alive(child.pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not run._alive(child.pid)
+    assert poll_until(lambda: not run._alive(child.pid), 10), "the child outlived its zygote"
 
 
 def test_a_stop_signal_right_after_the_fork_stops_the_child(tmp_path: Path) -> None:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import queue
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 from ibsec import addressing, keys
 from ibsec.agent.adapter import Adapter, AgentConfig
 from ibsec.agent.qp import Partition, Scope
+from ibsec.polling import poll_until
 
 SECURE_PKEY = 0x8001
 
@@ -68,12 +68,9 @@ class Loopback:
 
     def idle(self, index: int, timeout: float = 60.0) -> bool:
         """Wait until adapter ``index`` handled everything queued for it."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self._queues[index].empty() and self.adapters[index].counters.unaccounted() == 0:
-                return True
-            time.sleep(0.01)
-        return False
+        return bool(poll_until(
+            lambda: self._queues[index].empty() and self.adapters[index].counters.unaccounted() == 0,
+            timeout, interval=0.01))
 
     def _tick(self, period: float) -> None:
         while not self._stop.wait(period):

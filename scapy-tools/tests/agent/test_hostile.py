@@ -7,7 +7,7 @@ import os
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,6 +20,7 @@ from ibsec.agent.memory import Access
 from ibsec.agent.qp import RECV_QUEUE_DEPTH, Scope, Service, State
 from ibsec.builder import Builder, gid_bytes
 from ibsec.cmwire import IBSEC_SERVICE_ID
+from ibsec.polling import poll_until
 from scapy.layers.l2 import Ether
 from scapy.packet import Packet
 
@@ -234,7 +235,7 @@ def test_a_forged_rej_or_rep_cannot_decide_a_secure_connect(loop: Loopback) -> N
     thread = threading.Thread(target=lambda: result.append(
         a.cm.connect(b.gid, Service.RC, SECURE_PKEY, 2, Scope.SESSION, 5.0)))
     thread.start()
-    assert wait_until(lambda: sent_by(loop, a, since))
+    assert poll_until(lambda: sent_by(loop, a, since), 5.0, interval=0.01)
     request = Ether(sent_by(loop, a, since)[0])[layers.CmReq]
     forged = [layers.CmRej(remote_comm_id=request.local_comm_id, reason=28),
               layers.CmRep(remote_comm_id=request.local_comm_id, local_qpn=0x4242, local_comm_id=7)]
@@ -253,13 +254,6 @@ def spoofed(frame: bytes, mac: bytes, gid: str) -> bytes:
     out = bytearray(frame)
     out[6:12], out[22:38] = mac, gid_bytes(gid)
     return icrc.with_icrc(bytes(out))
-
-
-def wait_until(predicate: Callable[[], object], timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and not predicate():
-        time.sleep(0.01)
-    return bool(predicate())
 
 
 @pytest.mark.parametrize(("limits", "macs"), [
@@ -319,8 +313,8 @@ def test_a_full_receive_queue_answers_rnr_nak_and_loses_no_message(tmp_path: Pat
         sender = threading.Thread(target=lambda: [a.post_send(qp.qpn, m) for m in messages])
         sender.start()
         queue = b.qp(qp.remote_qpn or 0).recv_queue
-        assert wait_until(lambda: len(queue) == RECV_QUEUE_DEPTH and a.counters.stat("rnr_naks_received"),
-                          120)
+        assert poll_until(lambda: len(queue) == RECV_QUEUE_DEPTH and a.counters.stat("rnr_naks_received"),
+                          120, interval=0.01)
         assert len(queue) == RECV_QUEUE_DEPTH  # none more kept, none more ACKed
         received = [b.wait_recv(qp.remote_qpn or 0, 30) for _ in messages]
         sender.join(timeout=60)
@@ -341,7 +335,7 @@ def test_rnr_retries_run_out_at_the_retry_count(tmp_path: Path) -> None:
         remote = b.qp(qp.remote_qpn or 0)
         remote.recv_queue.extend([(b"", {})] * RECV_QUEUE_DEPTH)  # an application that never reads
         a.post_send(qp.qpn, b"no room")
-        assert wait_until(lambda: qp.state is State.ERROR, 10)
+        assert poll_until(lambda: qp.state is State.ERROR, 10, interval=0.01)
         assert a.counters.snapshot()["taken"]["rnr_nak"] == 3  # the first and two retries
         assert len(remote.recv_queue) == RECV_QUEUE_DEPTH
     finally:
