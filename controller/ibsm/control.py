@@ -53,11 +53,11 @@ class ControlServer:
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.counters["connections"] += 1
-        lines = _Lines(reader)
+        lines = jsonrequest.Lines()
         try:
             while True:
                 try:
-                    line = await lines.next()
+                    line = await _next_line(reader, lines)
                 except jsonrequest.RequestError as err:  # too long: read to its end, answered, go on
                     self.counters["requests"] += 1
                     self.counters["refused"] += 1
@@ -103,33 +103,15 @@ class ControlServer:
         await writer.drain()
 
 
-class _Lines:
-    """Request lines of one connection, each at most ``jsonrequest.MAX_BYTES``: a longer one is read to
-    its end and discarded as it comes (memory stays bounded), then refused, and the next line is intact."""
-
-    def __init__(self, reader: asyncio.StreamReader) -> None:
-        self.reader = reader
-        self.buffer = b""
-
-    async def next(self) -> bytes | None:
-        """The next line (None once the client has closed); RequestError for one that is too long."""
-        too_long = False
-        while True:
-            end = self.buffer.find(b"\n")
-            if end >= 0:
-                line, self.buffer = self.buffer[:end + 1], self.buffer[end + 1:]
-                if too_long or end > jsonrequest.MAX_BYTES:
-                    raise jsonrequest.RequestError(f"request longer than {jsonrequest.MAX_BYTES} bytes")
-                return line
-            if len(self.buffer) > jsonrequest.MAX_BYTES:
-                too_long, self.buffer = True, b""
-            chunk = await self.reader.read(1 << 16)
-            if not chunk:
-                line, self.buffer = self.buffer, b""
-                if too_long:
-                    raise jsonrequest.RequestError(f"request longer than {jsonrequest.MAX_BYTES} bytes")
-                return line or None
-            self.buffer += chunk
+async def _next_line(reader: asyncio.StreamReader, lines: jsonrequest.Lines) -> bytes | None:
+    """:meth:`jsonrequest.Lines.read` on the event loop: the next request line (at most
+    ``jsonrequest.MAX_BYTES``; RequestError for a longer one), None once the client has closed."""
+    while (line := lines.next()) is None:
+        chunk = await reader.read(lines.CHUNK)
+        if not chunk:
+            return lines.end()
+        lines.feed(chunk)
+    return line
 
 
 async def serve_control(sm: SubnetManager, path: Path) -> ControlServer:

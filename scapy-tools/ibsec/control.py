@@ -63,9 +63,10 @@ class _Connection(socketserver.StreamRequestHandler):
     server: ControlServer
 
     def handle(self) -> None:
+        lines = jsonrequest.Lines(MAX_REQUEST)
         while True:
             try:
-                line = jsonrequest.read_line(self.rfile, MAX_REQUEST)
+                line = lines.read(self.rfile.read1)
             except jsonrequest.RequestError as exc:
                 self._reply(refused(exc))
                 continue

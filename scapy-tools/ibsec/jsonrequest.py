@@ -3,7 +3,7 @@
 The agent's control socket and the SM's take one JSON object per line from whoever can open the socket.
 A request is hostile until proven otherwise, so this module refuses, with a message meant for the client:
 
-- a line longer than ``max_bytes`` (:func:`read_line` discards the rest of it, memory stays bounded);
+- a line longer than ``max_bytes`` (:class:`Lines` discards the rest of it, memory stays bounded);
 - bytes that are not UTF-8, nesting deeper than ``max_depth`` (checked before the JSON parser recurses);
 - anything but an object with a string ``"cmd"``;
 - and, through :class:`Args`, every argument outside its type and range, named with its allowed range:
@@ -19,8 +19,8 @@ import ipaddress
 import json
 import math
 import re
-from collections.abc import Collection
-from typing import Any, Protocol
+from collections.abc import Callable, Collection
+from typing import Any
 
 MAX_BYTES = 1 << 16
 MAX_DEPTH = 16
@@ -30,12 +30,6 @@ MAX_TEXT = 4096
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _REQUIRED = object()
-
-
-class LineReader(Protocol):
-    """A binary stream that reads lines up to a size (a socket file, a BufferedReader)."""
-
-    def readline(self, size: int = -1, /) -> bytes: ...
 
 
 class RequestError(ValueError):
@@ -54,16 +48,60 @@ class Unfit:
         return self.text
 
 
-def read_line(stream: LineReader, max_bytes: int = MAX_BYTES) -> bytes | None:
-    """The next request line (None at end of stream); a longer line is read to its end and refused."""
-    line = stream.readline(max_bytes + 1)
-    if not line:
-        return None
-    if len(line) <= max_bytes or line.endswith(b"\n"):
+class Lines:
+    """The request lines of one connection, cut from its bytes as they arrive, each at most ``max_bytes``:
+    a longer one is discarded as it comes (memory stays bounded), refused once its end arrives, and the
+    next line is intact. It does no I/O, so both servers use it: the agent's threads feed it from a socket
+    file (:meth:`read`), the SM's event loop from an asyncio stream (ibsm.control)."""
+
+    CHUNK = 1 << 16
+
+    def __init__(self, max_bytes: int = MAX_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self._buffer = bytearray()  # appended to in place: a line of megabytes is not copied per chunk
+        self._scanned = 0  # bytes of the buffer known to hold no newline
+        self._too_long = False
+
+    def feed(self, chunk: bytes) -> None:
+        """Bytes received from the client."""
+        self._buffer += chunk
+
+    def next(self) -> bytes | None:
+        """The next whole line, or None until more bytes come; RequestError for one that was too long."""
+        end = self._buffer.find(b"\n", self._scanned)
+        if end < 0:
+            self._scanned = len(self._buffer)
+            if self._scanned > self.max_bytes:
+                self._too_long, self._scanned = True, 0
+                self._buffer.clear()
+            return None
+        line = bytes(self._buffer[:end + 1])
+        del self._buffer[:end + 1]
+        self._scanned = 0
+        self._check(end)
         return line
-    while (rest := stream.readline(max_bytes)) and not rest.endswith(b"\n"):
-        pass
-    raise RequestError(f"request longer than {max_bytes} bytes")
+
+    def end(self) -> bytes | None:
+        """Once the client has closed: its last line if it sent one without a newline, else None."""
+        line = bytes(self._buffer)
+        self._buffer.clear()
+        self._scanned = 0
+        self._check(len(line))
+        return line or None
+
+    def _check(self, length: int) -> None:
+        too_long, self._too_long = self._too_long or length > self.max_bytes, False
+        if too_long:
+            raise RequestError(f"request longer than {self.max_bytes} bytes")
+
+    def read(self, read: Callable[[int], bytes]) -> bytes | None:
+        """The next line from a blocking stream's ``read`` (a socket file's ``read1``); None at its end."""
+        while (line := self.next()) is None:
+            chunk = read(self.CHUNK)
+            if not chunk:
+                return self.end()
+            self.feed(chunk)
+        return line
 
 
 def parse(line: bytes, max_depth: int = MAX_DEPTH, max_bytes: int = MAX_BYTES) -> tuple[str, dict[str, Any]]:

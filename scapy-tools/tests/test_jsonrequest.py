@@ -5,15 +5,16 @@ from __future__ import annotations
 import io
 
 import pytest
-from ibsec.jsonrequest import Args, RequestError, depth, parse, read_line
+from ibsec.jsonrequest import Args, Lines, RequestError, depth, parse
 
 
 def test_a_long_line_is_read_to_its_end_and_refused_and_the_next_line_is_intact() -> None:
     stream = io.BytesIO(b"x" * 1000 + b"\n" + b'{"cmd": "ping"}\n')
+    lines = Lines(100)
     with pytest.raises(RequestError, match="longer than 100 bytes"):
-        read_line(stream, 100)
-    assert read_line(stream, 100) == b'{"cmd": "ping"}\n'
-    assert read_line(stream, 100) is None
+        lines.read(stream.read1)
+    assert lines.read(stream.read1) == b'{"cmd": "ping"}\n'
+    assert lines.read(stream.read1) is None
 
 
 @pytest.mark.parametrize(("text", "expected"), [
