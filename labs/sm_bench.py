@@ -39,7 +39,7 @@ from ibsec.agent.adapter import Adapter, AgentConfig
 from ibsec.polling import poll_until
 
 from labs.sm_fabric import (
-    Fabric,
+    InProcessFabric,
     ca_keys,
     events_of,
     flood_frame,
@@ -60,7 +60,7 @@ def _percentile(values: list[float], q: float) -> float:
 class ModeWatch:
     """Timestamps of partition-mode inserts and deletes, hooked into each software switch's engine."""
 
-    def __init__(self, fab: Fabric) -> None:
+    def __init__(self, fab: InProcessFabric) -> None:
         self.inserts: queue.Queue[tuple[str, int, float]] = queue.Queue()
         self.deletes: queue.Queue[tuple[str, int, float]] = queue.Queue()
         for name, device in fab.devices.items():
@@ -83,7 +83,7 @@ class ModeWatch:
         engine.table_insert, engine.table_delete = on_insert, on_delete
 
 
-def _agents(fab: Fabric, store: keys.KeyStore, workdir: Path, on_trap: Callable[[], None]
+def _agents(fab: InProcessFabric, store: keys.KeyStore, workdir: Path, on_trap: Callable[[], None]
             ) -> dict[str, Adapter]:
     """An in-process agent per host; ``on_trap`` is called when one sends a MAD to the SM."""
     sm_mac = addressing.guid_to_mac(addressing.parse_gid(fab.topo.sm_gid).guid).replace(":", "")
@@ -104,7 +104,7 @@ def _agents(fab: Fabric, store: keys.KeyStore, workdir: Path, on_trap: Callable[
     return agents
 
 
-def trap_to_filter(fab: Fabric, workdir: Path, rounds: int) -> dict[str, Any]:
+def trap_to_filter(fab: InProcessFabric, workdir: Path, rounds: int) -> dict[str, Any]:
     store = ca_keys(fab.topo)
     trap_times: queue.Queue[float] = queue.Queue()
     _agents(fab, store, workdir, lambda: trap_times.put(time.perf_counter()))
@@ -126,7 +126,7 @@ def trap_to_filter(fab: Fabric, workdir: Path, rounds: int) -> dict[str, Any]:
             "max_ms": round(max(latencies), 2)}
 
 
-def trap_flood(fab: Fabric, workdir: Path, seconds: float, punt_rate: int | None) -> dict[str, Any]:
+def trap_flood(fab: InProcessFabric, workdir: Path, seconds: float, punt_rate: int | None) -> dict[str, Any]:
     """Authentic, forged and replayed traps from one host as fast as this process can send them."""
     store = ca_keys(fab.topo)
     victim, other = fab.topo.hosts[2], fab.topo.hosts[0]
@@ -178,7 +178,7 @@ def trap_flood(fab: Fabric, workdir: Path, seconds: float, punt_rate: int | None
             "status_p99_ms": round(_percentile(status_ms, 0.99), 1)}
 
 
-def reconnect(fab: Fabric, workdir: Path, rounds: int) -> dict[str, Any]:
+def reconnect(fab: InProcessFabric, workdir: Path, rounds: int) -> dict[str, Any]:
     """A switch restarts empty, ``rounds`` times: seconds from its port answering again to the SM's
     switch-back event (every entry written again). The SM probes the port instead of waiting out gRPC's
     reconnect backoff, so this stays far below that backoff's seconds."""

@@ -37,8 +37,9 @@ from p4switch.runtime.server import P4RuntimeService, serve
 
 
 @dataclass
-class Fabric:
-    """The in-process switches of a topology and where frames to hosts go."""
+class InProcessFabric:
+    """The in-process switches of a topology and where frames to hosts go (topologies.fabrics.Fabric is a
+    fabric's description; this is one running in this process)."""
 
     topo: Topology
     path: Path
@@ -91,7 +92,7 @@ def _device(name: str, device_id: int, cpu_port: int | None) -> Device:
     return Device(device_id, cpu_port, logging.getLogger(f"sw.{name}"))
 
 
-def _wire(fabric: Fabric, name: str) -> None:
+def _wire(fabric: InProcessFabric, name: str) -> None:
     peers = {port: (peer, peer_port) for port, peer, peer_port in fabric.topo.neighbours(name)}
     hosts = {h.port: h.name for h in fabric.topo.hosts_on(name)}
 
@@ -110,7 +111,7 @@ def _wire(fabric: Fabric, name: str) -> None:
 
 
 @contextlib.contextmanager
-def inprocess_fabric(source: Path, workdir: Path) -> Iterator[Fabric]:
+def inprocess_fabric(source: Path, workdir: Path) -> Iterator[InProcessFabric]:
     """Start one in-process switch per switch of ``source`` and write the topology with their addresses."""
     doc = json.loads(source.read_text())
     devices: dict[str, Device] = {}
@@ -125,7 +126,7 @@ def inprocess_fabric(source: Path, workdir: Path) -> Iterator[Fabric]:
             sw["address"] = f"127.0.0.1:{port}"
         path = workdir / "topology.json"
         path.write_text(json.dumps(doc))
-        fabric = Fabric(load_topology(path), path, devices, servers=servers)
+        fabric = InProcessFabric(load_topology(path), path, devices, servers=servers)
         fabric.host_rx = {h.name: queue.Queue() for h in fabric.topo.hosts}
         for name in devices:
             _wire(fabric, name)
@@ -140,7 +141,7 @@ SM_START_TIMEOUT = 180.0  # seconds for sm run to program every switch (a loaded
 
 
 @contextlib.contextmanager
-def sm_process(fab: Fabric, workdir: Path, store: keys.KeyStore, *extra: str
+def sm_process(fab: InProcessFabric, workdir: Path, store: keys.KeyStore, *extra: str
                ) -> Iterator[subprocess.Popen[bytes]]:
     """``sm run`` on the in-process fabric, in its own process as deployed, until it has programmed
     every switch; stopped with SIGTERM on exit. ``extra``: more ``sm run`` options."""

@@ -44,7 +44,7 @@ from ibsm.traps import TrapOptions
 from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether
 
-from labs.sm_fabric import Fabric, ca_keys, flood_frame, inprocess_fabric
+from labs.sm_fabric import InProcessFabric, ca_keys, flood_frame, inprocess_fabric
 
 HERE = Path(__file__).resolve().parents[1]
 EXAMPLE = HERE / "controller" / "tests" / "data" / "fattree-2x2.json"
@@ -54,7 +54,7 @@ BUILD = HERE / "build"
 class Lab:
     """One in-process fabric with agents and a running SM, for one scenario."""
 
-    def __init__(self, fab: Fabric, workdir: Path) -> None:
+    def __init__(self, fab: InProcessFabric, workdir: Path) -> None:
         self.fab, self.workdir = fab, workdir
         self.store = ca_keys(fab.topo)
         self.sent: dict[str, list[bytes]] = {h.name: [] for h in fab.topo.hosts}

@@ -23,7 +23,7 @@ from ibsm.keymgr import KeyOptions
 from ibsm.sif import SifOptions
 from ibsm.traps import TrapOptions, parse_frame
 
-from labs.sm_fabric import Fabric, ca_keys, flood_frame
+from labs.sm_fabric import InProcessFabric, ca_keys, flood_frame
 
 from .test_sm_inprocess import _agents, _events, _start, _until, fabric  # noqa: F401 - fixture by name
 
@@ -74,7 +74,7 @@ async def _vanish(path: Path, line: bytes, reset: bool) -> None:
 
 
 async def test_control_socket_answers_every_malformed_request(
-        fabric: Fabric, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:  # noqa: F811
+        fabric: InProcessFabric, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:  # noqa: F811
     caplog.set_level(logging.INFO)
     run = await _start(fabric, ca_keys(fabric.topo), tmp_path, distribute_keys=False)
     server = await control.serve_control(run.sm, tmp_path / "sm.sock")
@@ -110,7 +110,7 @@ async def test_control_socket_answers_every_malformed_request(
 
 
 async def test_flood_claiming_the_sms_gid_is_traced_and_filtered(
-        fabric: Fabric, tmp_path: Path) -> None:  # noqa: F811
+        fabric: InProcessFabric, tmp_path: Path) -> None:  # noqa: F811
     """The marking field is written by the switches whatever the source claims: h1 pretending to be the
     SM is traced to its own port and filtered there like any other attacker."""
     store = ca_keys(fabric.topo)
@@ -135,7 +135,7 @@ async def test_flood_claiming_the_sms_gid_is_traced_and_filtered(
 
 
 async def test_traps_and_acks_replayed_after_an_sm_restart_are_refused(
-        fabric: Fabric, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:  # noqa: F811
+        fabric: InProcessFabric, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:  # noqa: F811
     """Issue 14, defect 9: what the victim's agent sent to the SM before it restarted (its key ACKs, the
     trap about a flood) is refused as a replay afterwards; nothing is traced or filtered again."""
     store = ca_keys(fabric.topo)
@@ -169,7 +169,7 @@ async def test_traps_and_acks_replayed_after_an_sm_restart_are_refused(
     assert not noisy, [r.getMessage() for r in noisy]
 
 
-def _restart_agent(fab: Fabric, agents: dict[str, Adapter], name: str) -> Adapter:
+def _restart_agent(fab: InProcessFabric, agents: dict[str, Adapter], name: str) -> Adapter:
     """A new agent process on ``name``'s port: same provisioning file, nothing from the SM, no QPs."""
     agents[name] = Adapter(agents[name].config, lambda frame: fab.send_from_host(name, frame))
     fab.attach(name, agents[name].receive)
@@ -190,7 +190,7 @@ def _provisioned(agent: Adapter, pkey: int, peer: Adapter) -> bool:
             and f"{peer.guid:#018x}" in held["pairwise_peers"])
 
 
-async def test_restarted_agent_is_provisioned_again(fabric: Fabric, tmp_path: Path) -> None:  # noqa: F811
+async def test_restarted_agent_is_provisioned_again(fabric: InProcessFabric, tmp_path: Path) -> None:  # noqa: F811
     """Issue 14, defect 10: an agent that restarted lost its keys and P_Key table. Its port-up notice
     makes the SM provision it again; without one, the first trap it sends about its own partition does;
     the partition (sth-aead, 0x8001) works again and no member is ever filtered."""
@@ -231,7 +231,8 @@ async def test_restarted_agent_is_provisioned_again(fabric: Fabric, tmp_path: Pa
         await run.stop()
 
 
-async def test_packet_outs_written_at_once_keep_the_stream_primary(fabric: Fabric, tmp_path: Path) -> None:  # noqa: F811
+async def test_packet_outs_written_at_once_keep_the_stream_primary(
+        fabric: InProcessFabric, tmp_path: Path) -> None:  # noqa: F811
     """Found by ibsec.fuzz.sm: two tasks writing PacketOuts to one switch at once (key retries and a
     re-provisioning) broke the gRPC stream; finsy then sent on a new stream that was never primary, so
     every later PacketOut was refused and every PacketIn lost. 30 at once (15 times h1's key batch and

@@ -29,7 +29,7 @@ from ibsm.sif import SifOptions
 from ibsm.topology import Partition
 from ibsm.traps import TrapOptions
 
-from labs.sm_fabric import Fabric, ca_keys, flood_frame, inprocess_fabric, trap_257
+from labs.sm_fabric import InProcessFabric, ca_keys, flood_frame, inprocess_fabric, trap_257
 
 from .conftest import DATA
 
@@ -38,12 +38,12 @@ FAST = SmOptions(run_dir=Path("."), sif=SifOptions(quiet_period=2.0, poll_interv
 
 
 @pytest.fixture
-def fabric(tmp_path: Path) -> Iterator[Fabric]:
+def fabric(tmp_path: Path) -> Iterator[InProcessFabric]:
     with inprocess_fabric(DATA / "fattree-2x2.json", tmp_path) as fab:
         yield fab
 
 
-def _agents(fab: Fabric, store: keys.KeyStore, tmp: Path) -> dict[str, Adapter]:
+def _agents(fab: InProcessFabric, store: keys.KeyStore, tmp: Path) -> dict[str, Adapter]:
     agents = {}
     for host in fab.topo.hosts:
         key_file = tmp / f"{host.name}.keys"
@@ -67,8 +67,8 @@ class Running:
             await self.task
 
 
-async def _start(fab: Fabric, store: keys.KeyStore, tmp: Path, partitions: list[Partition] | None = None,
-                 **changes: Any) -> Running:
+async def _start(fab: InProcessFabric, store: keys.KeyStore, tmp: Path,
+                 partitions: list[Partition] | None = None, **changes: Any) -> Running:
     options = SmOptions(**{**FAST.__dict__, "run_dir": tmp, **changes})
     parts = list(fab.topo.partitions) if partitions is None else partitions
     sm = SubnetManager(fab.topo, parts, store, options)
@@ -78,7 +78,8 @@ async def _start(fab: Fabric, store: keys.KeyStore, tmp: Path, partitions: list[
 
 
 @pytest.fixture
-async def running(fabric: Fabric, tmp_path: Path) -> AsyncIterator[tuple[Running, dict[str, Adapter]]]:
+async def running(fabric: InProcessFabric, tmp_path: Path
+                  ) -> AsyncIterator[tuple[Running, dict[str, Adapter]]]:
     store = ca_keys(fabric.topo)
     agents = _agents(fabric, store, tmp_path)
     run = await _start(fabric, store, tmp_path)
@@ -96,7 +97,7 @@ def _events(tmp: Path, kind: str) -> list[dict[str, Any]]:
     return [e for e in read_events(tmp / "events.jsonl") if e["event"] == kind]
 
 
-async def test_pipeline_pushed_and_entries_readable(running: Any, fabric: Fabric) -> None:
+async def test_pipeline_pushed_and_entries_readable(running: Any, fabric: InProcessFabric) -> None:
     run, _ = running
     s1 = fabric.entries("s1", names.ROUTES)
     assert len(s1) == 3  # h1, h2 and the ECMP default up
@@ -127,7 +128,7 @@ async def test_keys_delivered_to_members_only(running: Any, tmp_path: Path) -> N
         assert key.material.hex() not in text
 
 
-async def test_spoofed_flood_traced_filtered_and_flushed(running: Any, fabric: Fabric, tmp_path: Path
+async def test_spoofed_flood_traced_filtered_and_flushed(running: Any, fabric: InProcessFabric, tmp_path: Path
                                                          ) -> None:
     run, _ = running
     await _until(lambda: run.sm.keys.outstanding() == 0)
@@ -153,7 +154,7 @@ async def test_spoofed_flood_traced_filtered_and_flushed(running: Any, fabric: F
     assert flushed["count"] == 5 and flushed["port"] == 1
 
 
-async def test_forged_trap_installs_nothing(running: Any, fabric: Fabric, tmp_path: Path) -> None:
+async def test_forged_trap_installs_nothing(running: Any, fabric: InProcessFabric, tmp_path: Path) -> None:
     run, _ = running
     victim = fabric.topo.hosts[2]
     wrong = keys.Key.generate(keys.KeyType.CA_SK, (victim.guid,))
@@ -167,7 +168,7 @@ async def test_forged_trap_installs_nothing(running: Any, fabric: Fabric, tmp_pa
     assert "does not verify" in trap["reason"]
 
 
-async def test_policy_switch_at_run_time(running: Any, fabric: Fabric, tmp_path: Path) -> None:
+async def test_policy_switch_at_run_time(running: Any, fabric: InProcessFabric, tmp_path: Path) -> None:
     run, _ = running
     await run.sm.set_policy("if")
     modes = fabric.entries("s1", names.PARTITION_MODE)
@@ -181,7 +182,8 @@ async def test_policy_switch_at_run_time(running: Any, fabric: Fabric, tmp_path:
     assert [e["new"] for e in _events(tmp_path, "policy-changed")] == ["if", "dt", "sif"]
 
 
-async def test_sm_restart_reconciles_without_duplicates(running: Any, fabric: Fabric, tmp_path: Path) -> None:
+async def test_sm_restart_reconciles_without_duplicates(running: Any, fabric: InProcessFabric, tmp_path: Path
+                                                        ) -> None:
     run, agents = running
     await _until(lambda: run.sm.keys.outstanding() == 0)
     fabric.send_from_host("h1", flood_frame(fabric.topo, claimed="h2", victim="h3", pkey=0x4321))
@@ -205,7 +207,8 @@ async def test_sm_restart_reconciles_without_duplicates(running: Any, fabric: Fa
         await again.stop()
 
 
-async def test_management_pkey_is_never_filtered(running: Any, fabric: Fabric, tmp_path: Path) -> None:
+async def test_management_pkey_is_never_filtered(running: Any, fabric: InProcessFabric, tmp_path: Path
+                                                 ) -> None:
     """A trap for the default partition's P_Key (two limited members talking): SIF must not cut the
     sender's port off the default partition, where the SM's own MADs travel."""
     run, _ = running
@@ -245,8 +248,8 @@ async def test_mesh_flood_traced_by_ddpm(tmp_path: Path, routing: str) -> None:
             await run.stop()
 
 
-async def test_many_bad_keys_switch_the_port_to_valid_list(running: Any, fabric: Fabric, tmp_path: Path
-                                                           ) -> None:
+async def test_many_bad_keys_switch_the_port_to_valid_list(running: Any, fabric: InProcessFabric,
+                                                           tmp_path: Path) -> None:
     """h2's port may carry 0xFFFF and 0x7FFF: a third invalid P_Key would make the invalid list the longer
     one, so SIF checks the valid list there instead (seed 000 sec. 5.3), and later turns the port off."""
     run, _ = running
@@ -268,7 +271,7 @@ async def test_many_bad_keys_switch_the_port_to_valid_list(running: Any, fabric:
     assert not fabric.entries("s1", names.PARTITION_MODE) and not fabric.entries("s1", names.VALID_PKEYS)
 
 
-async def test_trap_flood_is_absorbed(fabric: Fabric, tmp_path: Path) -> None:
+async def test_trap_flood_is_absorbed(fabric: InProcessFabric, tmp_path: Path) -> None:
     """h3 floods the SM with traps (authentic, forged, replayed): the punt meter drops most at s2, the SM
     counts the rest without acting twice, answers status meanwhile, and still filters a real attack."""
     store = ca_keys(fabric.topo)
@@ -300,7 +303,7 @@ async def test_trap_flood_is_absorbed(fabric: Fabric, tmp_path: Path) -> None:
         await run.stop()
 
 
-async def test_opensm_partitions_file_drives_the_fabric(fabric: Fabric, tmp_path: Path,
+async def test_opensm_partitions_file_drives_the_fabric(fabric: InProcessFabric, tmp_path: Path,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
     """A cluster's partitions.conf written for OpenSM (IPoIB default partition with groups, two storage
     partitions, a compute partition of limited members and a full head node) under policy IF: the SM
@@ -356,7 +359,7 @@ async def test_opensm_partitions_file_drives_the_fabric(fabric: Fabric, tmp_path
         await run.stop()
 
 
-async def test_a_task_that_will_not_end_does_not_hold_the_stop(fabric: Fabric, tmp_path: Path,
+async def test_a_task_that_will_not_end_does_not_hold_the_stop(fabric: InProcessFabric, tmp_path: Path,
                                                               caplog: pytest.LogCaptureFixture) -> None:
     """A task that ignores its cancel (what a P4Runtime channel's close did once on a loaded machine,
     holding a test's teardown for 600 s) is named in the log and left; the stop ends and says so."""

@@ -52,7 +52,7 @@ from ibsm.topology import Host
 from ibsec import addressing, control, keys, layers, mad_auth, names, rocev2
 from ibsec.builder import Builder
 from ibsec.cliopts import integer
-from labs.sm_fabric import Fabric, ca_keys, inprocess_fabric, next_tid, sm_process
+from labs.sm_fabric import InProcessFabric, ca_keys, inprocess_fabric, next_tid, sm_process
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "controller" / "tests" / "data" / "fattree-2x2.json"
 MAD_AT = rocev2.MAD_AT
@@ -97,7 +97,7 @@ class Report:
 class Mutator:
     """Builds one hostile frame at a time from the topology's hosts and their CA keys."""
 
-    def __init__(self, fab: Fabric, store: keys.KeyStore, rng: random.Random) -> None:
+    def __init__(self, fab: InProcessFabric, store: keys.KeyStore, rng: random.Random) -> None:
         self.fab = fab
         self.store = store
         self.rng = rng
@@ -237,7 +237,7 @@ class Mutator:
 class Tally:
     """Counts, per software switch, what went to the SM and what to hosts, and the switches' drops."""
 
-    def __init__(self, fab: Fabric, mutator: Mutator) -> None:
+    def __init__(self, fab: InProcessFabric, mutator: Mutator) -> None:
         self.fab = fab
         self.punted = 0
         self.to_hosts = 0
