@@ -87,6 +87,13 @@ class Lab:
         await asyncio.wait_for(self.sm.ready.wait(), 60)
         return self.sm
 
+    async def start_sm_keyed(self) -> SubnetManager:
+        """The SM started and every host's keys acknowledged: the replay and restart scenarios attack a
+        fabric that is already keyed."""
+        sm = await self.start_sm()
+        await until(lambda: sm.keys.outstanding() == 0, 20)
+        return sm
+
     async def stop_sm(self) -> None:
         assert self.task is not None
         self.task.cancel()
@@ -133,8 +140,7 @@ async def sm_gid_flood(lab: Lab) -> str:
 
 
 async def trap_replay(lab: Lab) -> str:
-    await lab.start_sm()
-    await until(lambda: lab.sm is not None and lab.sm.keys.outstanding() == 0, 20)
+    await lab.start_sm_keyed()
     lab.fab.send_from_host("h1", spoofed(lab, lab.fab.topo.hosts[1].gid, "h3", 0x2345))
     await until(lambda: bool(lab.events("traceback")), 5)
     captured = list(lab.sent["h3"])
@@ -153,8 +159,7 @@ async def trap_replay(lab: Lab) -> str:
 
 
 async def agent_restart(lab: Lab) -> str:
-    await lab.start_sm()
-    await until(lambda: lab.sm is not None and lab.sm.keys.outstanding() == 0, 20)
+    await lab.start_sm_keyed()
     h1 = lab.agents["h1"]
     had = lab.agents["h3"].keyring.describe()  # what the SM gave h3's earlier start
     lab.agents["h3"] = h3 = lab.agent("h3")  # the same port and key file, nothing else
