@@ -170,7 +170,7 @@ def test_a_latency_direction_that_fails_on_a_saturated_machine_names_the_emulato
     checks = {fabric_eval.RAISES: True, fabric_eval.SIF_NEAR_BASELINE: False}
     rows = [{"policy": "sif", "cpu_busy_during_attack": 0.97, "attack_frames_passed_after_filter": 0}]
     section = Section("3", "policies", "paper", checks=checks, limits=fabric_eval.policy_limits(rows, checks))
-    lines = report.section_lines(section, "results")
+    lines = report.section_lines(section, "results", [])
     assert f"- holds: {fabric_eval.RAISES}" in lines
     (failed,) = [line for line in lines if line.startswith("- DOES NOT HOLD")]
     assert fabric_eval.SIF_NEAR_BASELINE in failed
@@ -178,6 +178,24 @@ def test_a_latency_direction_that_fails_on_a_saturated_machine_names_the_emulato
     assert "let on no frame" in failed
     rows[0]["cpu_busy_during_attack"] = 0.5  # not saturated: the failure stands on its own
     assert fabric_eval.policy_limits(rows, checks) == {}
+
+
+def test_the_report_embeds_copies_of_its_figures_beside_itself(tmp_path: Path) -> None:
+    """runs/ is not committed, so a figure the report cites by a path into it shows nothing to a reader of
+    the repository: the report copies each figure to img/eval/ beside itself and embeds the copy, for the
+    sections `make eval` writes and for one spliced in later."""
+    out = tmp_path / "runs" / "eval-x"
+    out.mkdir(parents=True)
+    (out / "1_dos.png").write_bytes(PNG_MAGIC + b"dos")
+    (out / "7_scale.png").write_bytes(PNG_MAGIC + b"scale")
+    doc = tmp_path / "docs" / "EVALUATION.md"
+    report.write(doc, out, [Section("1", "DoS", "paper", figures=["1_dos.png"])], "eval", "quick", REPO, "x")
+    report.splice(doc, Section("7", "Scale", "paper", figures=["7_scale.png"]), out, REPO)
+    text = doc.read_text()
+    assert "![1_dos](img/eval/1_dos.png)" in text and "![7_scale](img/eval/7_scale.png)" in text
+    assert (doc.parent / "img/eval/1_dos.png").read_bytes() == PNG_MAGIC + b"dos"
+    assert (doc.parent / "img/eval/7_scale.png").read_bytes() == PNG_MAGIC + b"scale"
+    assert re.findall(r"[\w/.-]+\.png", text) == ["img/eval/1_dos.png", "img/eval/7_scale.png"]
 
 
 def test_cpu_busy_share_reads_the_machines_cpu_time(tmp_path: Path) -> None:
