@@ -4,7 +4,7 @@ PY      := $(VENV)/bin/python
 TARGET  ?= p4switch
 PYTEST_ARGS ?=
 # benchmark modules, each runnable as `python -m MODULE`; every part adds its own
-BENCHES ?= p4switch.tests.bench p4switch.tests.runtime.bench p4switch.frontend.bench ibsec.bench_transport ibsec.bench_skc labs.sm_bench evaluation.key_bench ibsec.agent.bench
+BENCHES ?= p4switch.tests.bench p4switch.tests.runtime.bench p4switch.tests.frontend.bench labs.transport_bench labs.skc_bench labs.sm_bench evaluation.key_bench labs.agent_bench
 
 .PHONY: help setup lint test bench demo eval fuzz scale wireshark clean conformance conformance-docs \
 	conformance-bmv2 conformance-bmv2-docs

@@ -1,4 +1,4 @@
-"""Two host agents on a veth pair in their own namespaces (``ibsec.agent.lab``), for experiments 2, 5 and 6.
+"""Two host agents on a veth pair in their own namespaces (``labs.agent_lab``), for experiments 2, 5 and 6.
 
 Everything a lab starts is stopped by pid and every namespace deleted when the ``with`` block ends, even
 after an error.
@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ibsec.agent.lab import Agent, AgentLab, provision, rc_pair, start_agents
+from labs.agent_lab import Agent, AgentLab, provision, rc_pair, start_agents
 
 AGENT_ARGS = ("--ack-timeout", "0.25")
 

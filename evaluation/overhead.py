@@ -1,6 +1,6 @@
 """Experiment 2: security overhead per mode and payload between two agents (seed 000 Fig. 7a, sRDMA Fig. 7).
 
-Reuses the host agent's benchmark (``ibsec.agent.bench``): one echoing RC connection and one RDMA WRITE
+Reuses the host agent's benchmark (``labs.agent_bench``): one echoing RC connection and one RDMA WRITE
 connection per mode, ib_send_lat-style one-way latency and ib_write_bw-style throughput, modes
 interleaved round by round and each point's best round kept (on a shared machine load only slows a
 round down). Overheads are ratios over mode 0 at the same payload.
@@ -11,9 +11,9 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from ibsec import bench_transport
-from ibsec.agent import bench
 from ibsec.names import Mode
+
+from labs import agent_bench, transport_bench
 
 from .agents import agent_pair
 from .common import Context, Section, Table, new_figure
@@ -31,14 +31,14 @@ def measure_points(ctx: Context) -> list[dict[str, Any]]:
     p = ctx.profile
     rows: list[dict[str, Any]] = []
     with agent_pair() as (a, b):
-        setups = {mode: bench.prepare(a, b, mode) for mode in bench.MODES}
-        ctx.progress("2", f"two agents up, one connection pair per mode {list(bench.MODES)}")
+        setups = {mode: agent_bench.prepare(a, b, mode) for mode in agent_bench.MODES}
+        ctx.progress("2", f"two agents up, one connection pair per mode {list(agent_bench.MODES)}")
         for size in p.payloads:
-            rounds: dict[int, list[dict[str, float]]] = {mode: [] for mode in bench.MODES}
+            rounds: dict[int, list[dict[str, float]]] = {mode: [] for mode in agent_bench.MODES}
             for _ in range(p.agent_rounds):
-                for mode in bench.MODES:
+                for mode in agent_bench.MODES:
                     rounds[mode].append(
-                        bench.measure(
+                        agent_bench.measure(
                             a,
                             setups[mode],
                             size,
@@ -62,15 +62,15 @@ def measure_points(ctx: Context) -> list[dict[str, Any]]:
                 f"payload {size} B: mode 0 {rows[-5]['median_us']:.0f} us, "
                 f"mode 2 {rows[-3]['median_us']:.0f} us one-way (median)",
             )
-    bench.overheads(rows)
+    agent_bench.overheads(rows)
     return rows
 
 
 def crypto_rows(ctx: Context, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The paper's own method: the security function's fixed cost per packet (seal + open CPU time,
-    ``ibsec.bench_transport``) added to the measured mode-0 one-way latency, as a share of it."""
+    ``labs.transport_bench``) added to the measured mode-0 one-way latency, as a share of it."""
     sizes = ctx.profile.payloads
-    cost = bench_transport.measure(sizes, budget=0.1 if ctx.profile.name == "quick" else 0.4)
+    cost = transport_bench.measure(sizes, budget=0.1 if ctx.profile.name == "quick" else 0.4)
     base = {r["size"]: r["median_us"] for r in rows if r["mode"] == 0}
     out = []
     for size in sizes:

@@ -2,7 +2,7 @@
 
 * hit rate against cache size: the ON/OFF model (eq. 3 and per packet) and the trace-driven simulator
   of ``ibsec.skc``, one process and several switched processes without and with the prefetch buffer
-  (``ibsec.bench_skc``'s table and figure);
+  (``labs.skc_bench``'s table and figure);
 * the cache capacity of 2-16 KB caches at hit rate 0.9 (Fig. 3);
 * real agents: a sender whose processes (protection domains) own session-key connections, driven by a
   process-switched ON/OFF trace through a cache of x entries (``--skc-bytes``) without and with the
@@ -17,17 +17,18 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from ibsec import bench_skc
 from ibsec.skc import DEFAULT_ENTRY_BYTES, DEFAULT_PREFETCH_ENTRIES, KeyCachePolicy, cache_capacity
+
+from labs import skc_bench
 
 from .agents import agent_pair, echo_connection, send_lat
 from .common import Context, Section, Table, new_figure, plt
 
 PAPER_ENTRY_BYTES = 16  # seed 001 Fig. 3: a 2 KB cache has 128 entries
 OFF_ON_RATIOS = (4.0, 8.0, 16.0)
-# The agents' trace: the simulator's ON/OFF sources and process switching (ibsec.bench_skc), with fewer
+# The agents' trace: the simulator's ON/OFF sources and process switching (labs.skc_bench), with fewer
 # sessions per process (each is a real connection with its CM handshake).
-TRACE_PROCESSES, TRACE_SESSIONS = bench_skc.PROCESSES, 4
+TRACE_PROCESSES, TRACE_SESSIONS = skc_bench.PROCESSES, 4
 TRACE_PREFETCH = DEFAULT_PREFETCH_ENTRIES
 KeyUse = tuple[int, int]  # (process, session): whose message, on which connection
 
@@ -35,8 +36,8 @@ KeyUse = tuple[int, int]  # (process, session): whose message, on which connecti
 def switched_trace(processes: int, sessions: int, length: int, seed: int) -> list[KeyUse]:
     """Which process and which of its ON/OFF sessions sends each of ``length`` messages, the processes
     taking turns as in ``skc.simulate``: only the running one's sessions send and change state, and the
-    running process changes at ``bench_skc.SWITCH_RATE`` to another chosen at random."""
-    lam, mu, rate = bench_skc.LAM, bench_skc.MU, bench_skc.PACKETS_PER_ON * bench_skc.MU
+    running process changes at ``skc_bench.SWITCH_RATE`` to another chosen at random."""
+    lam, mu, rate = skc_bench.LAM, skc_bench.MU, skc_bench.PACKETS_PER_ON * skc_bench.MU
     rng = random.Random(seed)
     on = [[rng.random() < lam / (lam + mu) for _ in range(sessions)] for _ in range(processes)]
     running, trace = 0, list[KeyUse]()
@@ -45,7 +46,7 @@ def switched_trace(processes: int, sessions: int, length: int, seed: int) -> lis
             break
         active = [i for i in range(sessions) if on[running][i]]
         send, toggles = len(active) * rate, (sessions - len(active)) * lam + len(active) * mu
-        switch = bench_skc.SWITCH_RATE if processes > 1 else 0.0
+        switch = skc_bench.SWITCH_RATE if processes > 1 else 0.0
         pick = rng.random() * (send + toggles + switch)
         if pick < send:
             trace.append((running, rng.choice(active)))
@@ -123,7 +124,7 @@ def agent_trace_rows(ctx: Context) -> list[dict[str, Any]]:
 def latency_rows(ctx: Context) -> list[dict[str, Any]]:
     p = ctx.profile
     rows = []
-    hit_ns, store_ns = bench_skc.lookup_cost(rounds=2_000, repeats=3)
+    hit_ns, store_ns = skc_bench.lookup_cost(rounds=2_000, repeats=3)
     rows.append(
         {"what": "one key lookup", "no_cache": store_ns / 1000, "cache": hit_ns / 1000, "no_security": 0.0}
     )
@@ -169,8 +170,8 @@ def capacity_rows() -> list[dict[str, Any]]:
 
 def run(ctx: Context) -> Section:
     ctx.progress("5", f"model and simulator, {ctx.profile.skc_packets} lookups per point")
-    sim = bench_skc.hit_rate_table(ctx.profile.skc_packets)
-    bench_skc.plot_hit_rates(sim, ctx.out / "5_skc_hit_rate.png")
+    sim = skc_bench.hit_rate_table(ctx.profile.skc_packets)
+    skc_bench.plot_hit_rates(sim, ctx.out / "5_skc_hit_rate.png")
     capacities = capacity_rows()
     trace = agent_trace_rows(ctx)
     latency = latency_rows(ctx)
@@ -191,8 +192,8 @@ def run(ctx: Context) -> Section:
     picked = [r for r in sim if r["x"] in (4, 8, 16, 32)]
     section.tables.append(
         Table(
-            f"Hit rate against cache size, {bench_skc.SOURCES} ON/OFF sessions (OFF/ON = {bench_skc.MU:g}); "
-            f"switched = {bench_skc.PROCESSES} processes taking turns",
+            f"Hit rate against cache size, {skc_bench.SOURCES} ON/OFF sessions (OFF/ON = {skc_bench.MU:g}); "
+            f"switched = {skc_bench.PROCESSES} processes taking turns",
             [
                 "cache entries",
                 "model eq. 3",
@@ -244,7 +245,7 @@ def run(ctx: Context) -> Section:
                 "agent, prefetch",
                 "prefetch gain, agents",
                 "prefetch gain, cache policy on the same trace",
-                f"prefetch gain, simulator ({bench_skc.SOURCES} sessions per process)",
+                f"prefetch gain, simulator ({skc_bench.SOURCES} sessions per process)",
                 "paper",
             ],
             [

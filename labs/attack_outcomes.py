@@ -1,6 +1,6 @@
 """Measured outcome of every attack tool, and of the attacks of issue 14, against live agents.
 
-Four hosts on a bridge (``ibsec.agent.lab``): agents on a and b (b is the victim of most attacks), a stand-in
+Four hosts on a bridge (``labs.agent_lab``): agents on a and b (b is the victim of most attacks), a stand-in
 SM that sniffs its cable and checks each trap's tag with the CA keys, and an attacker. Each scenario runs
 the tool (``python -m ibsec.attacks.TOOL``) or the frames of the attack and reads what happened off the
 victim's counters, memory, QPs and the SM's cable. One line per scenario, then a Markdown table (what
@@ -35,13 +35,14 @@ from pathlib import Path
 from typing import Any
 
 from ibsec import layers, mad_auth, rocev2
-from ibsec.agent.lab import SECURE_PKEY, Agent, AgentLab, Host, Provisioned, provision, rc_pair, start_agents
 from ibsec.builder import Builder, gid_bytes
 from ibsec.control import ControlClient
 from ibsec.polling import poll_until
 from ibsec.rocev2 import View, parse
 from scapy.layers.l2 import Ether
 from scapy.utils import wrpcap
+
+from labs.agent_lab import SECURE_PKEY, Agent, AgentLab, Host, Provisioned, provision, rc_pair, start_agents
 
 TOOLS = Path(__file__).resolve().parents[1] / "scapy-tools"  # of this tree
 Row = dict[str, str]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 import tomllib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -167,6 +168,19 @@ def layer(module: str, ours: set[str]) -> str | None:
     return {"ibsm": "sm"}.get(parts[0], parts[0])
 
 
+HARNESS = re.compile(r"(^|_)(bench|lab|outcomes)(_|$)")
+"""How a lab or benchmark module is named (``bench``, ``sm_bench``, ``agent_lab``, ``attack_outcomes``)."""
+
+
+def harnesses_in_products(roots: Iterable[Path], ours: set[str]) -> list[str]:
+    """The modules of ``roots`` named as a lab or benchmark that live in a product's layer, not in ``labs``,
+    a tests package or the evaluation: a harness in a product is installed and imported with it, and what
+    it needs (another product to drive, a fabric to build) becomes the product's dependency."""
+    harness_layers = {"labs", "tests", "evaluation", None}
+    return sorted(name for name in tree_modules(roots)
+                  if HARNESS.search(name.rsplit(".", 1)[-1]) and layer(name, ours) not in harness_layers)
+
+
 def upward_imports(roots: list[Path], ours: set[str]) -> dict[tuple[str, str], str]:
     """``(module, imported module): "layer -> layer"`` for every import in ``roots`` outside the order
     (the imported module: the most specific module of ours an import names)."""
@@ -197,6 +211,10 @@ def test_every_import_goes_down_the_layers() -> None:
     assert {"ibsec", "ibsm", "topologies", "evaluation", "base_test"} <= ours
     upward = upward_imports(PRODUCTS, ours)
     assert {pair: why for pair, why in upward.items() if pair not in KNOWN_UPWARD} == {}
+
+
+def test_no_lab_or_benchmark_lives_in_a_product() -> None:
+    assert harnesses_in_products(PRODUCTS, our_other_packages()) == []
 
 
 def test_the_known_upward_imports_are_still_there() -> None:
@@ -273,3 +291,19 @@ def test_an_upward_import_is_found_in_any_layer(tmp_path: Path) -> None:
         ("ibsm.core", "topologies.run"): "sm -> topologies",
         ("topologies.run", "ibsm.tests.test_core"): "topologies -> tests",
     }
+
+
+def test_a_lab_or_benchmark_in_a_product_is_found(tmp_path: Path) -> None:
+    write(tmp_path, {
+        "ibsec/__init__.py": "",
+        "ibsec/bench_transport.py": "",  # a benchmark in the wire library
+        "ibsec/labels.py": "",  # a name that only looks like one
+        "ibsec/agent/__init__.py": "",
+        "ibsec/agent/lab.py": "",  # a test fabric in the agent
+        "ibsec/agent/tests/__init__.py": "",
+        "ibsec/agent/tests/bench.py": "",  # beside the tests: allowed
+        "labs/__init__.py": "",
+        "labs/agent_lab.py": "",  # in the labs: allowed
+    })
+    roots = [tmp_path / "ibsec", tmp_path / "labs"]
+    assert harnesses_in_products(roots, {"ibsec", "labs"}) == ["ibsec.agent.lab", "ibsec.bench_transport"]

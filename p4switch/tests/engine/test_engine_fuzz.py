@@ -14,8 +14,8 @@ import pytest
 
 from p4switch.engine import loader
 from p4switch.engine.api import TRACE, ActionCall, Exact, Lpm, Switch, TableEntry
-from p4switch.engine.bench import main_p4_switch, rocev2_frame
 from p4switch.frontend.cli import compile_file
+from p4switch.tests.engine.bench import main_p4_switch, rocev2_frame
 from p4switch.tests.engine.irbuild import PROGRAMS
 from p4switch.tests.engine.router import router_ir
 from p4switch.tests.engine.test_engine_pipeline import frame

@@ -15,5 +15,7 @@ One process per host, in the host's network namespace, speaking raw Ethernet fra
 - :mod:`.commands` the control socket's commands (:mod:`ibsec.control`); :mod:`.ctl` the CLI
 - :mod:`.perf`      perftest-like runs (send latency, write bandwidth)
 - :mod:`.daemon`    the process (``ibsec-agent``) on its port (:mod:`ibsec.rawport`)
-- :mod:`.lab`       namespaces, veths, provisioning and agents for tests and :mod:`.bench`
+
+Its test fabric (namespaces, veths, provisioning, agents as processes) and its benchmark are
+``labs.agent_lab`` and ``labs.agent_bench``, outside the product.
 """

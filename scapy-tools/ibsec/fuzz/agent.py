@@ -1,6 +1,6 @@
 """``python -m ibsec.fuzz agent``: the host agent's hostile-input suite.
 
-Three hosts on a bridge in network namespaces (``ibsec.agent.lab``): a peer agent, the victim agent, and
+Three hosts on a bridge in network namespaces (``labs.agent_lab``): a peer agent, the victim agent, and
 the fuzzer, whose GID is the victim's SM (so authentic vendor MADs reach it too). In order:
 
 1. traffic between peer and victim in every mode, key scope and service, both ways (CM sealed and plain,
@@ -37,10 +37,10 @@ from ibsec.builder import Builder, gid_bytes, mac_of
 from ibsec.cmwire import IBSEC_SERVICE_ID
 from ibsec.control import ControlClient
 from ibsec.polling import poll_until
+from labs.agent_lab import SECURE_PKEY, Agent, AgentLab, Host, Provisioned, provision, start_agents
 
 from ..agent.cm import SCOPES, request_key
 from ..agent.keyring import Keyring, MissingKey
-from ..agent.lab import SECURE_PKEY, Agent, AgentLab, Host, Provisioned, provision, start_agents
 from ..attacks.forging import forged
 from .mutate import MAD_AT, Mutator
 from .report import Summary, progress

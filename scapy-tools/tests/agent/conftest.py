@@ -7,7 +7,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from ibsec.agent.lab import AgentLab
+
+from labs.agent_lab import AgentLab
 
 
 def _fabrics(base: Path) -> Iterator[Callable[[int], AgentLab]]:

@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ibsec import keys, layers, mad_auth
-from ibsec.agent.lab import AgentLab, Host
 from ibsec.polling import poll_until
 from ibsec.rocev2 import View, parse
 from scapy.layers.l2 import Ether
+
+from labs.agent_lab import AgentLab, Host
 
 EFFECT_TIMEOUT = 30.0  # seconds to wait for an effect that should come in milliseconds (a loaded machine)
 SETTLE = 1.0  # seconds to keep listening after the expected frames, for any that should not come

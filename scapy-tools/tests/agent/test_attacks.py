@@ -18,10 +18,11 @@ from typing import Any
 import pytest
 from ibsec import layers
 from ibsec.agent.admission import Limits
-from ibsec.agent.lab import SECURE_PKEY, Agent, AgentLab, Host, provision, rc_pair, start_agents
 from ibsec.rocev2 import View
 from scapy.layers.l2 import Ether
 from scapy.utils import wrpcap
+
+from labs.agent_lab import SECURE_PKEY, Agent, AgentLab, Host, provision, rc_pair, start_agents
 
 from .helpers import EFFECT_TIMEOUT, STOP_MARGIN, StandInSM, Tap, Trap, attack, wait_for
 

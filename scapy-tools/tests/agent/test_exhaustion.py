@@ -10,9 +10,10 @@ import threading
 from collections.abc import Callable
 
 from ibsec import cmwire, layers
-from ibsec.agent.lab import SECURE_PKEY, AgentLab, provision, start_agents
 from ibsec.builder import Builder, gid_bytes, mac_of
 from ibsec.cmwire import IBSEC_SERVICE_ID
+
+from labs.agent_lab import SECURE_PKEY, AgentLab, provision, start_agents
 
 from .helpers import Tap, wait_for
 from .test_hostile import odd_gids, spoofed

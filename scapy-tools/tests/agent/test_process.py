@@ -12,8 +12,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from ibsec.agent.lab import Agent, AgentLab, provision, rc_pair, start_agents
 from ibsec.rocev2 import View
+
+from labs.agent_lab import Agent, AgentLab, provision, rc_pair, start_agents
 
 from .conftest import namespaces
 from .helpers import Tap, wait_for

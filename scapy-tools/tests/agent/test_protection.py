@@ -9,8 +9,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
-from ibsec.agent.lab import SECURE_PKEY, Agent, AgentLab, provision, rc_pair, start_agents
 from ibsec.builder import gid_bytes
+
+from labs.agent_lab import SECURE_PKEY, Agent, AgentLab, provision, rc_pair, start_agents
 
 from .helpers import Tap, wait_for
 

@@ -10,8 +10,9 @@ from dataclasses import dataclass
 import pytest
 from ibsec.agent import perf
 from ibsec.agent.cm import CM_RETRIES
-from ibsec.agent.lab import SECURE_PKEY, Agent, AgentLab, Provisioned, provision, rc_pair, start_agents
 from ibsec.control import CommandError
+
+from labs.agent_lab import SECURE_PKEY, Agent, AgentLab, Provisioned, provision, rc_pair, start_agents
 
 from .helpers import STOP_MARGIN, wait_for
 

@@ -1,4 +1,4 @@
-"""Front-end benchmark: `python -m p4switch.frontend.bench` prints compile times per pass and program.
+"""Front-end benchmark: `python -m p4switch.tests.frontend.bench` prints compile times per pass and program.
 
 The passes are those of p4switch.frontend.passes.PASSES, in order. Each figure is the median of RUNS
 compiles in this process (the grammar tables are built once, as in a long-running tool).
@@ -14,7 +14,7 @@ from p4switch.frontend.passes import PASSES, Compilation
 from p4switch.frontend.preprocess import preprocess
 
 RUNS = 5
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PROGRAMS = [
     ROOT / "p4switch" / "tests" / "programs" / "l2fwd.p4",
     ROOT / "p4switch" / "tests" / "programs" / "ngsdn_style.p4",

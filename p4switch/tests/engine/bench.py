@@ -1,5 +1,5 @@
 """In-process throughput of Switch.process(): packets per second for one program and one frame, with no
-I/O (the runtime's `make bench` adds the veth numbers). Run as ``python -m p4switch.engine.bench``.
+I/O (the runtime's `make bench` adds the veth numbers). Run as ``python -m p4switch.tests.engine.bench``.
 
 ``measure()`` is the helper other benchmarks call; the command line measures (a) the one-table L2
 forwarder (p4switch/tests/programs/l2fwd.json) and (b) p4src/main.p4 with the entries of a fat-tree edge
@@ -18,8 +18,8 @@ from pathlib import Path
 from p4switch.engine import loader
 from p4switch.engine.api import ActionCall, Exact, Lpm, Switch, TableEntry
 
-L2FWD = Path(__file__).resolve().parents[1] / "tests" / "programs" / "l2fwd.json"
-MAIN_P4 = Path(__file__).resolve().parents[2] / "p4src" / "main.p4"
+L2FWD = Path(__file__).resolve().parents[1] / "programs" / "l2fwd.json"
+MAIN_P4 = Path(__file__).resolve().parents[3] / "p4src" / "main.p4"
 
 
 @dataclass(frozen=True)

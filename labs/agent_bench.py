@@ -6,7 +6,7 @@ comparison of seed 000 Fig. 7a (12.4 % at 64 B down to 0.7 % at 1 KB, in hardwar
 point stops at ``--iterations`` or ``--duration``, whichever comes first, split over ``--rounds``
 interleaved rounds. Needs root (namespaces).
 
-    python -m ibsec.agent.bench [--iterations 600] [--duration 1.5] [--rounds 5] [--csv results.csv]
+    python -m labs.agent_bench [--iterations 600] [--duration 1.5] [--rounds 5] [--csv results.csv]
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 
 from ibsec.names import Mode
 
-from .lab import SECURE_PKEY, Agent, AgentLab, provision, rc_pair, start_agents
+from labs.agent_lab import SECURE_PKEY, Agent, AgentLab, provision, rc_pair, start_agents
 
 MODES = tuple(int(m) for m in Mode)
 SIZES = (64, 256, 1024, 4096)
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print_table(rows)
     print("seed 000 Fig. 7a (hardware GCM): +12.4% latency at 64 B down to +0.7% at 1 KB; here every packet "
-          "also pays Python's per-packet cost (ibsec.bench_transport: the crypto alone)")
+          "also pays Python's per-packet cost (labs.transport_bench: the crypto alone)")
     if args.csv:
         with args.csv.open("w", newline="") as out:
             writer = csv.DictWriter(out, fieldnames=list(rows[0]))

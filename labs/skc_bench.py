@@ -1,6 +1,6 @@
 """Benchmark of the session key cache: hit rate against cache size (model and simulation) and lookup cost.
 
-Run as ``python -m ibsec.bench_skc [--out DIR] [--packets N]``.  Prints:
+Run as ``python -m labs.skc_bench [--out DIR] [--packets N]``.  Prints:
 
 1. a table of hit rate against cache size: the seed's eq. 3 estimate F_n(x), the packet-weighted model,
    the simulated LRU alone (one process), and the simulated LRU without and with the prefetch buffer when
@@ -20,7 +20,6 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
-
 from ibsec.keys import Key, KeyType  # noqa: E402
 from ibsec.skc import (  # noqa: E402
     DEFAULT_ENTRY_BYTES,
@@ -151,7 +150,7 @@ def main(argv: list[str] | None = None) -> None:
     hit_ns, store_ns = lookup_cost()
     print(f"key lookup (best of 5 x 5000): plaintext LRU hit {hit_ns:.0f} ns, "
           f"unseal from encrypted store {store_ns:.0f} ns, store/hit = {store_ns / hit_ns:.1f}x")
-    print(f"bench_skc done in {time.monotonic() - started:.1f} s")
+    print(f"skc_bench done in {time.monotonic() - started:.1f} s")
 
 
 if __name__ == "__main__":

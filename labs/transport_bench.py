@@ -6,7 +6,7 @@ time would measure the neighbours), printed in microseconds with the overhead ov
 000 measured 12.4% (64 B) down to 0.7% (1 KB) of network latency with pipelined GCM hardware; here the
 whole cost is software on one core, so the ratios are far larger and say what a software agent pays.
 
-Run: ``python -m ibsec.bench_transport [--budget SECONDS] [--sizes 64,256,...] [--csv FILE]``.
+Run: ``python -m labs.transport_bench [--budget SECONDS] [--sizes 64,256,...] [--csv FILE]``.
 """
 
 from __future__ import annotations
@@ -19,14 +19,13 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from ibsec import addressing, layers, rocev2, transport
+from ibsec.opcodes import BY_NAME, Service
+from ibsec.transport import Mode, Receiver, Sender
 from scapy.layers.inet import UDP
 from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
-
-from ibsec import addressing, layers, rocev2, transport
-from ibsec.opcodes import BY_NAME, Service
-from ibsec.transport import Mode, Receiver, Sender
 
 DEFAULT_SIZES = (64, 256, 1024, 4096)
 BATCHES = 5
