@@ -21,13 +21,11 @@ import contextlib
 import json
 import logging
 import os
-import signal
 import stat
 import sys
 import threading
 from collections.abc import Callable
 from importlib import metadata
-from types import FrameType
 
 import grpc
 
@@ -39,6 +37,7 @@ from p4switch.native.io import IoLibrary, NativeDataplane
 from p4switch.pcapfiles import FileDataplane
 from p4switch.runtime.device import Device
 from p4switch.runtime.server import P4RuntimeService, serve
+from p4switch.signals import stop_on_signals
 
 
 def version() -> str:
@@ -240,20 +239,6 @@ def main(argv: list[str] | None = None) -> int:
     print(f"p4switch: device {args.device_id} P4Runtime server listening on {host}:{grpc_port} ({scheme})",
           flush=True)
     return run(device, dataplane, service, server, log, stop, args.stats_file)
-
-
-def stop_on_signals(log: logging.Logger) -> threading.Event:
-    """An event SIGTERM and SIGINT set: installed before anything starts, so that a signal arriving while
-    the switch starts (right after its "listening" line, say) still stops it cleanly."""
-    stop = threading.Event()
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        log.info("%s received: stopping", signal.Signals(signum).name)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    return stop
 
 
 STATS_INTERVAL = 1.0

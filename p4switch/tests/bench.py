@@ -9,7 +9,7 @@ For (a) the one-table L2 forwarder (p4switch/tests/programs/l2fwd.p4) and (b) th
 counted as they leave port 2 of each subject, all running at once on their own veth pairs:
 
 - python: `p4switch --engine python`;  native: `p4switch --engine native`;
-- bare: the bare forwarder (python -m p4switch.native.bare), the native packet I/O with no pipeline, what
+- bare: the bare forwarder (python -m p4switch.tests.bare), the native packet I/O with no pipeline, what
   this machine can forward over veths at all;
 - bmv2: `simple_switch_grpc`, when it and p4c-bm2-ss are there (p4switch.targets: the venv or PATH), with
   the programs compiled by p4c-bm2-ss.
@@ -304,7 +304,7 @@ def process(kind: str, ifaces: tuple[str, str], work: Workload, workdir: Path, p
     ports = ["-i", f"1@{ifaces[0]}", "-i", f"2@{ifaces[1]}"]
     name = f"{kind}-{next(_veths)}"
     if kind == "bare":
-        proc = subprocess.Popen([sys.executable, "-m", "p4switch.native.bare", *ports, *capture],
+        proc = subprocess.Popen([sys.executable, "-m", "p4switch.tests.bare", *ports, *capture],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             harness.wait_for_line(proc, "forwarding", 60)

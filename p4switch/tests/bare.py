@@ -1,7 +1,7 @@
 """The bench's bare forwarder: p4switch's native packet I/O with no pipeline, what this machine can forward
 over veths at all (the reference `make bench` compares the switch with).
 
-    python -m p4switch.native.bare -i 1@IFACE -i 2@IFACE [--pcap DIR]
+    python -m p4switch.tests.bare -i 1@IFACE -i 2@IFACE [--pcap DIR]
 
 Every frame received on the first port leaves on the second and the other way round, through the same
 receive rings, bursts and batched sends as a native p4switch. It prints one line once forwarding and stops
@@ -10,18 +10,17 @@ cleanly on SIGTERM or SIGINT."""
 from __future__ import annotations
 
 import argparse
-import signal
+import logging
 import sys
-import threading
-from types import FrameType
 
 from p4switch.dataplane import parse_interface
 from p4switch.native import build
 from p4switch.native.io import NativeIo
+from p4switch.signals import stop_on_signals
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m p4switch.native.bare",
+    parser = argparse.ArgumentParser(prog="python -m p4switch.tests.bare",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("-i", "--interface", action="append", required=True, type=parse_interface,
                         metavar="PORT@IFACE", help="exactly two ports")
@@ -29,13 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if len(args.interface) != 2:
         parser.error("give exactly two -i PORT@IFACE")
-    stop = threading.Event()
-
-    def on_signal(_signum: int, _frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    stop = stop_on_signals(logging.getLogger("bare"))
     try:
         io = NativeIo(args.interface, None, 0, args.pcap)
     except (OSError, build.NativeUnavailable) as err:
