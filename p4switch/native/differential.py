@@ -38,7 +38,7 @@ from p4switch.engine.api import (
     TableEntry,
     Ternary,
 )
-from p4switch.native.fuzz import default_seeds
+from p4switch.native.fuzz import default_seeds, stf_frames
 
 REPO = Path(__file__).resolve().parents[2]
 NOT_NATIVE = {
@@ -182,15 +182,6 @@ class Filler:
             priority = self.rng.randrange(1, 16) if needs_priority else 0
             entry = TableEntry(match, self.entry_action(table, allowed), priority)
             apply(switches, "table_insert", name, entry)
-
-
-def stf_frames(path: Path) -> list[bytes]:
-    """The frames an STF case beside the program sends (they are the program's own format)."""
-    from p4switch import stf
-
-    if not path.is_file():
-        return []
-    return [cmd.data for cmd in stf.load(path) if cmd.kind == "packet" and cmd.data]
 
 
 def apply(switches: list[Switch], method: str, *args: Any) -> None:

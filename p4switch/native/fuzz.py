@@ -5,9 +5,10 @@ undefined behaviour or leak aborts the run with the sanitizer's report.
 
     python -m p4switch.native.fuzz PROGRAM.p4 [--frames N] [--seed S] [--seeds FILE.pcap]
 
-Seed frames are the RoCEv2, IPv4, ARP and 802.1Q frames of ``default_seeds`` (or the frames of a pcap
-file); mutations truncate, flip bits, overwrite, extend them or replace them with garbage or jumbo
-frames. The test suite runs a short run of each test program; docs/native-engine.md has the long run."""
+Seed frames are the RoCEv2, IPv4, ARP and 802.1Q frames of ``default_seeds`` and those of the program's STF
+case beside it (or the frames of a pcap file); mutations truncate, flip bits, overwrite, extend them or
+replace them with garbage or jumbo frames. The test suite runs a short run of each test program;
+docs/native-engine.md has the long run."""
 
 from __future__ import annotations
 
@@ -80,6 +81,15 @@ def default_seeds() -> list[bytes]:
     return [bytes(f) for f in frames]
 
 
+def stf_frames(path: Path) -> list[bytes]:
+    """The frames an STF case beside the program sends (they are the program's own format)."""
+    from p4switch import stf
+
+    if not path.is_file():
+        return []
+    return [cmd.data for cmd in stf.load(path) if cmd.kind == "packet" and cmd.data]
+
+
 def run(program: ir.Program, frames: int, seed: int = 1, seeds: list[bytes] | None = None,
         timeout: float = 3600.0) -> FuzzRun:
     """Build and run the fuzz driver. Raises build.NativeUnavailable when it cannot be built."""
@@ -128,7 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     if shutil.which("cc") is None and shutil.which("gcc") is None:
         print("fuzz: needs a C compiler with AddressSanitizer (gcc)", file=sys.stderr)
         return 2
-    seeds = read_pcap_frames(args.seeds) if args.seeds else None
+    seeds = read_pcap_frames(args.seeds) if args.seeds else default_seeds() + stf_frames(
+        args.program.with_suffix(".stf"))
     print(f"fuzz: {args.program} under ASan+UBSan, {args.frames} frames, seed {args.seed} ...", flush=True)
     result = run(program, args.frames, args.seed, seeds)
     print(f"fuzz: exit status {result.returncode}; {result.frames} frames, {result.outputs} frames out, "

@@ -13,7 +13,7 @@ import pytest
 
 from p4switch.engine.switch import read_program
 from p4switch.frontend.cli import compile_file
-from p4switch.native import differential, fuzz
+from p4switch.native import fuzz
 
 TESTS = Path(__file__).resolve().parents[1]
 PROGRAMS = [TESTS.parents[1] / "p4src" / "main.p4", TESTS / "programs" / "features.p4",
@@ -25,7 +25,7 @@ FRAMES = {"main.p4": 20_000}
 @pytest.mark.parametrize("source", PROGRAMS, ids=[p.name for p in PROGRAMS])
 def test_mutated_frames_under_sanitizers(source: Path) -> None:
     frames = FRAMES.get(source.name, 5_000)
-    seeds = fuzz.default_seeds() + differential.stf_frames(source.with_suffix(".stf"))
+    seeds = fuzz.default_seeds() + fuzz.stf_frames(source.with_suffix(".stf"))
     result = fuzz.run(read_program(compile_file(source).ir_json()), frames, seed=2024, seeds=seeds)
     assert result.returncode == 0, result.report
     assert result.frames == frames and result.internal_errors == 0
