@@ -18,7 +18,9 @@ Conventions of the generated code (see p4switch/native/c/np_runtime.h for the va
   words ``A``; a table is ``APPLY<n>(X, <params>, L)`` returning the action that ran on a hit, -1 on a
   miss; ``exit`` in an action sets ``X->exit`` and every table apply returns from its control when set;
 - the parser is one function with a label per state; every read of packet bytes (extract, lookahead,
-  advance) checks the length first and leaves through error.PacketTooShort;
+  advance) checks the length first and leaves through error.PacketTooShort; a select case on a parser
+  value set asks ``np_value_set_has`` whether its keys are a member (the members live in the switch's C
+  state, set through the engine API);
 - anything the C back end does not do raises NativeUnsupported, and the switch runs the Python engine.
 """
 
@@ -104,6 +106,7 @@ class CCodegen(Generator):
         self.counters = self.extern_index(ir.Counter)
         self.meters = self.extern_index(ir.Meter)
         self.registers = self.extern_index(ir.Register)
+        self.value_sets = self.extern_index(ir.ValueSet)
         self.profiles = self.extern_index(ir.ActionProfile, ir.ActionSelector)
         self.field_lists: dict[tuple[tuple[str, ...], ...], int] = {(): 0}
         self.sites = Sites()
@@ -893,11 +896,17 @@ class CCodegen(Generator):
             var = self.fresh("k")
             o.line(f"{self.ctype(k.type)} {var} = {self.expr(k, sc)};")
             keys.append((var, k.type))
-        if any(isinstance(ks, ir.KeysetValueSet) for case in tr.cases for ks in case.keysets):
-            raise self.unsupported(tr, "a parser value set")  # its members are set at run time
         for case in tr.cases:
             conds = []
-            for (var, t), ks in zip(keys, case.keysets, strict=True):
+            at = 0  # the key the next keyset matches
+            for ks in case.keysets:
+                if isinstance(ks, ir.KeysetValueSet):
+                    width = self.value_set_widths(ks, tr)
+                    conds.append(self.value_set_member(ks, keys[at : at + width]))
+                    at += width
+                    continue
+                var, t = keys[at]
+                at += 1
                 if isinstance(ks, ir.KeysetExact):
                     conds.append(f"{var} == {self.keyset_value(ks.value, t)}")
                 elif isinstance(ks, ir.KeysetMask):
@@ -910,6 +919,17 @@ class CCodegen(Generator):
         o.line(f"err = {self.error_code('NoMatch')}; goto np_fail;")
         o.dedent()
         o.line("}")
+
+    def value_set_member(self, ks: ir.KeysetValueSet, keys: list[tuple[str, ir.Type]]) -> str:
+        """The condition that the keys a value set keyset matches are one of its members: each key as two
+        words of its value (np_value_set); a negative int<w> key is none, as members are not negative."""
+        parts = []
+        for var, _ in keys:
+            parts += [f"(u64)(u128)({var})", f"(u64)((u128)({var}) >> 64)"]
+        signed = [f"{var} >= 0" for var, t in keys if isinstance(t, ir.TInt)]
+        member = (f"np_value_set_has(&X->sw->value_sets[{self.value_sets[ks.name]}], "
+                  f"(const u64[]){{{', '.join(parts)}}})")
+        return " && ".join([*signed, member])
 
     def keyset_value(self, v: int | bool | str, t: ir.Type) -> str:
         if isinstance(v, bool):
@@ -1182,6 +1202,13 @@ class CCodegen(Generator):
             rows.append(f"{{{c_string(name)}, {reg.size}ull, {self.width(reg.type)}, "
                         f"{int(isinstance(reg.type, ir.TInt))}}}")
         self.table_array("np_register_desc", "np_gen_registers", "NP_NREGISTERS", rows)
+        rows = []
+        for name, index in self.value_sets.items():
+            vs = self.externs[name]
+            assert isinstance(vs, ir.ValueSet)
+            o.line(f"static const int np_vs_widths{index}[] = {{{', '.join(map(str, vs.widths)) or '0'}}};")
+            rows.append(f"{{{c_string(name)}, {vs.size}ull, {len(vs.widths)}, np_vs_widths{index}}}")
+        self.table_array("np_value_set_desc", "np_gen_value_sets", "NP_NVALUE_SETS", rows)
 
     def gen_action_lists(self) -> None:
         """The actions each table may run and the data words of each action (for the fuzz driver)."""

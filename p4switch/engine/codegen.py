@@ -141,6 +141,17 @@ class Generator:
         except ValueError as exc:
             raise ProgramError(str(exc)) from None
 
+    def error(self, node: object, what: str) -> ProgramError:
+        """A ProgramError at the node's position (expressions: their statement's)."""
+        return ProgramError(f"{getattr(node, 'src', '') or self.src}: {what}")
+
+    def value_set_widths(self, ks: ir.KeysetValueSet, tr: ir.Select) -> int:
+        """How many of the select's keys a value set keyset matches (its type's fields)."""
+        vs = self.externs.get(ks.name)
+        if not isinstance(vs, ir.ValueSet):
+            raise self.error(tr, f"unknown value set {ks.name}")
+        return len(vs.widths)
+
 
 class Codegen(Generator):
     """Generates the module source for one IR program.
@@ -205,11 +216,6 @@ class Codegen(Generator):
             if f.name == field:
                 return shift, f.w
         raise ProgramError(f"header has no field {field}")
-
-    # --------------------------------------------------------------------------------- helpers
-    def error(self, node: object, what: str) -> ProgramError:
-        """A ProgramError at the node's position (expressions: their statement's)."""
-        return ProgramError(f"{getattr(node, 'src', '') or self.src}: {what}")
 
     # ---------------------------------------------------------------------------- type classes
     def gen_types(self) -> None:
@@ -1036,13 +1042,6 @@ class Codegen(Generator):
         o.line(f"raise _Reject({self.error_code('NoMatch')})")
         if not first:
             o.dedent()
-
-    def value_set_widths(self, ks: ir.KeysetValueSet, tr: ir.Select) -> int:
-        """How many of the select's keys a value set keyset matches (its type's fields)."""
-        vs = self.externs.get(ks.name)
-        if not isinstance(vs, ir.ValueSet):
-            raise self.error(tr, f"unknown value set {ks.name}")
-        return len(vs.widths)
 
     def value_set_member(self, ks: ir.KeysetValueSet, keys: list[str], end: int) -> str:
         """The tuple of the keys a value set keyset matches, ending before keys[end]."""

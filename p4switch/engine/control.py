@@ -7,7 +7,7 @@ names one entry finds it by key (see tables.py), never by a scan.
 A back end supplies where the data-plane state lives through a few factories: the Python engine
 (switch.V1Switch) keeps it in the objects of tables.py and externs.py, which its generated code reads; the
 native engine (native.NativeSwitch) subclasses them so that every write also reaches its C tables and
-every counter, meter and register lives in C.
+every counter, meter, register and parser value set lives in C.
 """
 
 from __future__ import annotations
@@ -84,6 +84,9 @@ class ControlPlane(Switch):
     def new_register(self, inst: ir.Register, width: int) -> Register:
         return Register(inst.name, inst.size, width, isinstance(inst.type, ir.TInt))
 
+    def new_value_set(self, inst: ir.ValueSet) -> ValueSet:
+        return ValueSet(inst.name, inst.size, inst.widths)
+
     def new_profile(self, inst: ir.ActionProfile | ir.ActionSelector, actions: dict[str, ActionInfo]
                     ) -> ActionProfile:
         return ActionProfile(*profile_args(inst, actions))
@@ -116,7 +119,7 @@ class ControlPlane(Switch):
             elif isinstance(inst, ir.Register):
                 obj = self.registers[inst.name] = self.new_register(inst, width(inst.type))
             elif isinstance(inst, ir.ValueSet):
-                obj = self.value_sets[inst.name] = ValueSet(inst.name, inst.size, inst.widths)
+                obj = self.value_sets[inst.name] = self.new_value_set(inst)
             elif isinstance(inst, ir.ActionSelector) and inst.algorithm not in HASH_ALGORITHMS:
                 raise ProgramError(
                     f"{inst.src or inst.name}: action_selector algorithm {inst.algorithm} is not supported "

@@ -3,9 +3,9 @@ cffi (p4switch.native.build), behind the same engine API as the Python engine.
 
 The control plane is control.ControlPlane's, validation included (tables.py); the classes below make
 every change also reach the C side, where the lookup structures, direct and indirect counters, meters,
-registers, multicast groups and clone sessions live. Packets run entirely in C, from Python through
-``process()`` or, in a p4switch process, in the native I/O thread (p4switch.native.io) through
-``native_pipeline``. What a packet makes for Python (digests, log_msg lines, failed assertions) comes
+registers, parser value sets, multicast groups and clone sessions live. Packets run entirely in C, from
+Python through ``process()`` or, in a p4switch process, in the native I/O thread (p4switch.native.io)
+through ``native_pipeline``. What a packet makes for Python (digests, log_msg lines, failed assertions) comes
 through an event queue: ``process()`` delivers what its packet made before it returns, the data plane's
 event thread the rest.
 
@@ -26,7 +26,7 @@ from p4switch import ir
 from p4switch.engine.api import ActionCall, GroupRef, MemberRef, MeterConfig, ProgramError, Switch, TableFull
 from p4switch.engine.cgen import CCodegen, NativeUnsupported, Sites
 from p4switch.engine.control import ControlPlane, profile_args
-from p4switch.engine.externs import Counter, Meter, MeterArray, Register
+from p4switch.engine.externs import Counter, Meter, MeterArray, Register, ValueSet
 from p4switch.engine.tables import ActionInfo, ActionProfile, KeyField, Slot, Table
 from p4switch.native import build
 
@@ -72,6 +72,8 @@ int np_mcast_delete(np_switch *sw, uint64_t group);
 int np_clone_set(np_switch *sw, uint64_t session, const uint32_t *ports, const uint32_t *rids, uint32_t n,
                  uint32_t truncate);
 int np_clone_delete(np_switch *sw, uint64_t session);
+int np_value_set_set(np_switch *sw, int vs, const uint64_t *words, uint32_t count);
+uint32_t np_value_set_get(np_switch *sw, int vs, uint64_t *words, uint32_t cap);
 """
 
 STATS = ("rx", "tx", "dropped", "digest", "clone", "mcast_copies", "clone_no_session", "assert_failed",
@@ -369,6 +371,32 @@ class NativeRegister(Register):
         return self.length
 
 
+class NativeValueSet(ValueSet):
+    """A parser value set whose members are in C: ValueSet.set validates them and stores them through
+    ``members``, which writes them into C (each value as two words, np_value_set) and reads them back."""
+
+    __slots__ = ("native", "index")
+
+    def __init__(self, native: Native, index: int, name: str, size: int, widths: tuple[int, ...]) -> None:
+        self.native, self.index = native, index
+        super().__init__(name, size, widths)
+
+    @property
+    def members(self) -> frozenset[tuple[int, ...]]:
+        lib, sw, fields = self.native.lib, self.native.sw, len(self.widths)
+        count = int(lib.np_value_set_get(sw, self.index, self.native.ffi.NULL, 0))
+        words = self.native.u64s([0] * (2 * fields * count))
+        lib.np_value_set_get(sw, self.index, words, count)
+        values = [int(words[i]) | int(words[i + 1]) << 64 for i in range(0, 2 * fields * count, 2)]
+        return frozenset(tuple(values[m:m + fields]) for m in range(0, len(values), fields))
+
+    @members.setter
+    def members(self, members: frozenset[tuple[int, ...]]) -> None:
+        data = self.native.u64s([w for m in members for v in m for w in words_of(v, 128)])
+        if self.native.lib.np_value_set_set(self.native.sw, self.index, data, len(members)) < 0:
+            raise MemoryError(f"value set {self.name}: out of memory")
+
+
 class NativeSwitch(ControlPlane):
     """The engine API on the native back end (see the module docstring)."""
 
@@ -405,6 +433,10 @@ class NativeSwitch(ControlPlane):
     def new_register(self, inst: ir.Register, width: int) -> Register:
         index = self.native.gen.registers[inst.name]
         return NativeRegister(self.native, index, inst.name, inst.size, width, isinstance(inst.type, ir.TInt))
+
+    def new_value_set(self, inst: ir.ValueSet) -> ValueSet:
+        index = self.native.gen.value_sets[inst.name]
+        return NativeValueSet(self.native, index, inst.name, inst.size, inst.widths)
 
     def new_profile(self, inst: ir.ActionProfile | ir.ActionSelector, actions: dict[str, ActionInfo]
                     ) -> ActionProfile:

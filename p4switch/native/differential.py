@@ -6,11 +6,11 @@ counter, register and statistic must be identical.
     python -m p4switch.native.differential [PROGRAM.p4 ...] [--frames N] [--seed S]
 
 Without programs it runs p4src/main.p4 and the test programs (p4switch/tests/programs and
-p4switch/tests/conformance). Tables are filled at random from the P4Info (every table, its match kinds
-and actions, action profiles and selector groups), with key values taken from the seed frames so that
-entries match; multicast groups, clone sessions (some truncating), meters and registers too. Both
-switches share a manual clock that moves between frames (meters) and start from the same random state
-(v1model random()). Some entries are replaced while frames run."""
+p4switch/tests/conformance). Tables are filled at random from the P4Info (every table, its match kinds and
+actions, action profiles and selector groups), with key values taken from the seed frames so that entries
+match; parser value sets (members from the seed frames too), multicast groups, clone sessions (some
+truncating), meters and registers too. Both switches share a manual clock that moves between frames (meters)
+and start from the same random state (v1model random()). Some entries are replaced while frames run."""
 
 from __future__ import annotations
 
@@ -42,7 +42,6 @@ from p4switch.native.fuzz import default_seeds, stf_frames
 
 REPO = Path(__file__).resolve().parents[2]
 NOT_NATIVE = {
-    "value_sets.p4": "a parser value set",
     "varbit.p4": "varbit field",
 }
 """test programs the native engine does not run yet (the Python engine runs them) and the construct its
@@ -93,6 +92,21 @@ class Filler:
             return rng.randrange(min(16, 1 << width))
         return rng.getrandbits(width)
 
+    def member(self, widths: list[int]) -> tuple[int, ...]:
+        """A value set member: values as table keys take them, or (half the time) fields read in order
+        from one seed frame near its start, a few bytes apart, as a select over several header fields
+        sees them (independent values would hardly ever match all of them at once)."""
+        rng = self.rng
+        if rng.randrange(2):
+            return tuple(self.value(w) for w in widths)
+        frame = rng.choice(self.frames)
+        bits, whole = 8 * len(frame), int.from_bytes(frame, "big")
+        at, values = 8 * rng.randrange(4), []
+        for w in widths:
+            values.append(whole >> (bits - at - w) & (1 << w) - 1 if at + w <= bits else self.value(w))
+            at += w + 8 * rng.randrange(4)
+        return tuple(values)
+
     def match(self, field: Any) -> Match | None:
         """A match for one field, or None (a wildcard) where the kind allows it."""
         rng, width = self.rng, field.bitwidth
@@ -128,12 +142,17 @@ class Filler:
         return MemberRef(self.rng.randrange(1, 9))
 
     def fill(self, switches: list[Switch], entries_per_table: int) -> None:
-        """Profiles, tables, defaults, multicast groups, clone sessions, meters, registers."""
+        """Profiles, tables, defaults, value sets, multicast groups, clone sessions, meters, registers."""
         for profile in self.p4info.action_profiles:
             self.fill_profile(switches, profile)
         for table in self.p4info.tables:
             self.fill_table(switches, table, entries_per_table)
         rng = self.rng
+        for value_set in self.p4info.value_sets:
+            widths = [f.bitwidth for f in value_set.match]
+            count = rng.randrange(min(value_set.size, 16) + 1)
+            members = [self.member(widths) for _ in range(count)]
+            apply(switches, "value_set_set", value_set.preamble.name, members)
         for group in range(1, 5):
             replicas = [(rng.randrange(10), rng.randrange(4)) for _ in range(rng.randrange(5))]
             apply(switches, "mcast_group_set", group, replicas)
@@ -229,6 +248,8 @@ def snapshot(switch: Switch, p4info: Any) -> dict[str, Any]:
         state[reg.preamble.name] = [switch.register_read(reg.preamble.name, i) for i in range(reg.size)]
     for table in p4info.tables:
         state[table.preamble.name] = [e.counter_data for e in switch.table_entries(table.preamble.name)]
+    for value_set in p4info.value_sets:
+        state[value_set.preamble.name] = switch.value_set_get(value_set.preamble.name)
     return state
 
 

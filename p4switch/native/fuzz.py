@@ -1,7 +1,7 @@
 """Fuzzing the native engine under AddressSanitizer and UndefinedBehaviorSanitizer: a program's generated C
 and the fuzz driver (p4switch/native/c/np_fuzz.c) in one sanitizer build, run on mutated frames with every
-table, profile, group and session filled at random and refilled while frames run. Any memory error,
-undefined behaviour or leak aborts the run with the sanitizer's report.
+table, profile, parser value set, group and session filled at random and refilled while frames run. Any memory
+error, undefined behaviour or leak aborts the run with the sanitizer's report.
 
     python -m p4switch.native.fuzz PROGRAM.p4 [--frames N] [--seed S] [--seeds FILE.pcap]
 

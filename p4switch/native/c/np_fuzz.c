@@ -1,16 +1,16 @@
 /* Fuzz driver of the native engine, built with AddressSanitizer and UndefinedBehaviorSanitizer into one
  * executable with a compiled program (p4switch/native/fuzz.py appends `#include "np_fuzz.c"` to the
- * generated source). It fills every table, action profile, multicast group, clone session and meter at
- * random, runs mutated frames through the whole pipeline while it keeps changing entries, frees
- * everything and exits 0; any out-of-bounds access, undefined behaviour or leak (LeakSanitizer at exit)
- * aborts it with the sanitizer's report.
+ * generated source). It fills every table, action profile, parser value set, multicast group, clone
+ * session and meter at random, runs mutated frames through the whole pipeline while it keeps changing
+ * entries, frees everything and exits 0; any out-of-bounds access, undefined behaviour or leak
+ * (LeakSanitizer at exit) aborts it with the sanitizer's report.
  *
  *     fuzz SEEDS FRAMES RANDOM_SEED
  *
  * SEEDS holds the valid frames mutations start from, each as a 4-byte little-endian length and the
- * bytes. Table keys come from a pool of the values found in them (every big-endian window of every seed
- * frame) and small numbers, so that entries match the frames and the actions run. Prints one line:
- * `frames N outputs M parser_errors P`. */
+ * bytes. Table keys and value set members come from a pool of the values found in them (every big-endian
+ * window of every seed frame) and small numbers, so that entries match the frames and the actions run.
+ * Prints one line: `frames N outputs M parser_errors P`. */
 #include <stdio.h>
 
 static u64 fz_state;
@@ -188,6 +188,31 @@ static void fz_replication(np_switch *sw) {
     }
 }
 
+/* every parser value set: up to its size (at most 64) members of values like table keys, some repeated */
+static void fz_value_sets(np_switch *sw, const fz_seeds *s) {
+    for (int v = 0; v < NP_NVALUE_SETS; v++) {
+        const np_value_set_desc *d = &np_gen_value_sets[v];
+        uint32_t kw = 2 * (uint32_t)d->nfields, count = (uint32_t)fz_below((d->size < 64 ? d->size : 64) + 1);
+        u64 *words = malloc(sizeof(u64) * kw * (count ? count : 1));
+        if (!words)
+            return;
+        for (uint32_t m = 0; m < count; m++) {
+            u64 *member = words + kw * m;
+            if (m && fz_below(8) == 0) {
+                memcpy(member, member - kw, sizeof(u64) * kw);
+                continue;
+            }
+            for (int f = 0; f < d->nfields; f++) {
+                u128 value = fz_value(s, d->widths[f]);
+                member[2 * f] = (u64)value;
+                member[2 * f + 1] = (u64)(value >> 64);
+            }
+        }
+        np_value_set_set(sw, v, words, count);
+        free(words);
+    }
+}
+
 static void fz_program(np_switch *sw, const fz_seeds *s, u64 *seq) {
     for (int t = 0; t < NP_NTABLES; t++) {
         u64 args[64];
@@ -205,6 +230,7 @@ static void fz_program(np_switch *sw, const fz_seeds *s, u64 *seq) {
         for (u64 i = 0; i < np_gen_meter_sizes[m] && i < 16; i++)
             np_meter_set(sw, m, i, &c);
     }
+    fz_value_sets(sw, s);
     fz_replication(sw);
 }
 

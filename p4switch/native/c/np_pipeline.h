@@ -284,6 +284,12 @@ static void np_replicas_free_v(void *p) {
     free(r);
 }
 
+static void np_value_set_free(np_value_set *v) {
+    np_hmap_free(&v->map);
+    free(v->words);
+    free(v->members);
+}
+
 static void np_table_free(np_table *t) {
     if (t->d->mode == NP_TABLE_EXACT)
         np_free_map_items(&t->exact, np_entry_free_v);
@@ -314,11 +320,14 @@ NP_API void np_switch_free(np_switch *sw) {
         free(sw->meters[i].cells);
     for (int i = 0; sw->registers && i < NP_NREGISTERS; i++)
         free(sw->registers[i].cells);
+    for (int i = 0; sw->value_sets && i < NP_NVALUE_SETS; i++)
+        np_value_set_free(&sw->value_sets[i]);
     free(sw->tables);
     free(sw->profiles);
     free(sw->counters);
     free(sw->meters);
     free(sw->registers);
+    free(sw->value_sets);
     np_free_map_items(&sw->mcast, np_replicas_free_v);
     np_free_map_items(&sw->sessions, np_replicas_free_v);
     npq_destroy(&sw->events);
@@ -336,10 +345,11 @@ static int np_switch_alloc(np_switch *sw) {
     sw->counters = calloc(NP_NCOUNTERS + 1, sizeof *sw->counters);
     sw->meters = calloc(NP_NMETERS + 1, sizeof *sw->meters);
     sw->registers = calloc(NP_NREGISTERS + 1, sizeof *sw->registers);
+    sw->value_sets = calloc(NP_NVALUE_SETS + 1, sizeof *sw->value_sets);
     sw->stats = calloc(NP_STAT_PARSER_ERROR + NP_NERRORS, sizeof *sw->stats);
     sw->outcap = NP_MAX_FRAME + (NP_MAX_PASSES + 1) * NP_DEPARSE_BOUND; /* a recirculated frame may grow */
     sw->outbuf = malloc(sw->outcap);
-    if (!sw->tables || !sw->profiles || !sw->counters || !sw->meters || !sw->registers || !sw->stats || !sw->outbuf)
+    if (!sw->tables || !sw->profiles || !sw->counters || !sw->meters || !sw->registers || !sw->value_sets || !sw->stats || !sw->outbuf)
         return -1;
     if (np_hmap_init(&sw->mcast, 1, offsetof(np_replicas, keyp)) < 0 ||
         np_hmap_init(&sw->sessions, 1, offsetof(np_replicas, keyp)) < 0)
@@ -375,6 +385,12 @@ static int np_switch_alloc(np_switch *sw) {
         sw->registers[i].d = &np_gen_registers[i];
         sw->registers[i].cells = calloc(np_gen_registers[i].size + 1, sizeof(u128));
         if (!sw->registers[i].cells)
+            return -1;
+    }
+    for (int i = 0; i < NP_NVALUE_SETS; i++) {
+        np_value_set *v = &sw->value_sets[i];
+        v->d = &np_gen_value_sets[i];
+        if (np_hmap_init(&v->map, 2 * v->d->nfields, offsetof(np_vs_member, key)) < 0)
             return -1;
     }
     return 0;
@@ -805,6 +821,52 @@ NP_API int np_register_access(np_switch *sw, int reg, u64 index, u64 *words, int
     }
     pthread_mutex_unlock(&sw->lock);
     return 0;
+}
+
+/* ---------------------------------------------------------------------------- parser value sets */
+
+/* Replace a value set's members: `count` members of 2 * nfields words each (see np_value_set), a repeated
+ * one kept once. 0, or -1 for more members than the set holds or out of memory (the old ones stay). */
+NP_API int np_value_set_set(np_switch *sw, int index, const u64 *words, uint32_t count) {
+    np_value_set *v = &sw->value_sets[index];
+    size_t kw = 2 * (size_t)v->d->nfields;
+    if (count > v->d->size)
+        return -1;
+    np_value_set fresh = {v->d, 0, malloc(sizeof(u64) * kw * (count ? count : 1)),
+                          malloc(sizeof(np_vs_member) * (count ? count : 1)), {0}};
+    int rc = fresh.words && fresh.members ? np_hmap_init(&fresh.map, (int)kw, offsetof(np_vs_member, key)) : -1;
+    for (uint32_t i = 0; rc == 0 && i < count; i++) {
+        const u64 *key = words + kw * i;
+        if (np_hmap_get(&fresh.map, key))
+            continue;
+        np_vs_member *m = &fresh.members[fresh.count];
+        m->key = fresh.words + kw * fresh.count;
+        memcpy(m->key, key, sizeof(u64) * kw);
+        rc = np_hmap_put(&fresh.map, m);
+        fresh.count += rc == 0;
+    }
+    if (rc != 0) {
+        np_value_set_free(&fresh);
+        return -1;
+    }
+    pthread_mutex_lock(&sw->lock);
+    np_value_set old = *v;
+    *v = fresh;
+    pthread_mutex_unlock(&sw->lock);
+    np_value_set_free(&old);
+    return 0;
+}
+
+/* Copy up to `cap` members (2 * nfields words each, in the order they were set) into `words`; returns how
+ * many the set holds. */
+NP_API uint32_t np_value_set_get(np_switch *sw, int index, u64 *words, uint32_t cap) {
+    np_value_set *v = &sw->value_sets[index];
+    pthread_mutex_lock(&sw->lock);
+    uint32_t n = v->count;
+    if (n && cap)
+        memcpy(words, v->words, sizeof(u64) * 2 * (size_t)v->d->nfields * (n < cap ? n : cap));
+    pthread_mutex_unlock(&sw->lock);
+    return n;
 }
 
 /* ---------------------------------------------------------------- multicast groups, clone sessions */

@@ -500,4 +500,26 @@ typedef struct np_register {
     u128 *cells;
 } np_register;
 
+/* A parser value set: its members (each field as two words, low first: the value as the select key holds
+ * it, so a key outside the field's width or a negative int<w> key matches no member, as in the Python
+ * engine) in a hash map over the words of one member. */
+typedef struct np_value_set_desc {
+    const char *name;
+    u64 size;
+    int nfields;
+    const int *widths;
+} np_value_set_desc;
+
+typedef struct np_vs_member {
+    u64 *key; /* 2 * nfields words of the set's `words` */
+} np_vs_member;
+
+typedef struct np_value_set {
+    const np_value_set_desc *d;
+    uint32_t count;
+    u64 *words;            /* count members of 2 * nfields words, in the order they were set */
+    np_vs_member *members; /* one per member */
+    np_hmap map;
+} np_value_set;
+
 #endif

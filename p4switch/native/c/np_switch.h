@@ -24,6 +24,7 @@ typedef struct np_switch {
     np_counter *counters;
     np_meter_array *meters;
     np_register *registers;
+    np_value_set *value_sets;
     np_hmap mcast, sessions; /* id -> np_replicas */
     np_queue events;
     np_mt rng;
@@ -154,6 +155,11 @@ static const np_action_ref *np_profile_pick(np_profile *p, np_group *g, const ui
     u64 h = np_hash2(p->d->algorithm, data, len, NULL, 0);
     np_member *m = np_hmap_get(&p->members, &g->member_ids[h % g->n]);
     return m ? &m->ref : NULL;
+}
+
+/* A select's keys (two words each, see np_value_set) are a member of the value set. */
+static inline int np_value_set_has(const np_value_set *vs, const u64 *key) {
+    return np_hmap_get(&vs->map, key) != NULL;
 }
 
 /* ----------------------------------------------------------------------------------- externs */

@@ -1,6 +1,6 @@
-"""The native engine through the engine API: a program runs in C with its tables, counters, meters and
-registers there; what it cannot run (or a machine without a C compiler) runs on the Python engine with the
-reason said once; hostile frames take PacketTooShort; digests, log_msg, assertions and random() reach
+"""The native engine through the engine API: a program runs in C with its tables, counters, meters, registers
+and parser value sets there; what it cannot run (or a machine without a C compiler) runs on the Python engine
+with the reason said once; hostile frames take PacketTooShort; digests, log_msg, assertions and random() reach
 Python as the Python engine gives them."""
 
 from __future__ import annotations
@@ -13,13 +13,14 @@ import pytest
 
 from p4switch.conformance.driver import ManualClock
 from p4switch.engine import loader, native
-from p4switch.engine.api import ActionCall, Exact, MeterConfig, TableEntry
+from p4switch.engine.api import ActionCall, Exact, InvalidEntry, MeterConfig, TableEntry
 from p4switch.frontend.cli import compile_file
 from p4switch.native import build
 from p4switch.native.fuzz import default_seeds
 
 TESTS = Path(__file__).resolve().parents[1]
 COUNTERS = TESTS / "conformance" / "counters_meters.p4"
+VALUE_SETS = TESTS / "conformance" / "value_sets.p4"
 
 PROGRAM = """
 #include <core.p4>
@@ -87,6 +88,26 @@ def test_a_program_runs_in_c_with_its_counters_meters_and_registers_there() -> N
     ((_, out),) = switch.process(3, frame)
     assert out[16:18] == b"\x00\x00"  # 0xffff + 1 wraps in the packet's bit<16>
     assert switch.stats == {"rx": 5, "tx": 5}
+
+
+def test_parser_value_set_members_live_in_c() -> None:
+    switch = loader.load(compile_file(VALUE_SETS).ir_json(), engine="native")
+    assert isinstance(switch, native.NativeSwitch)
+    frame = bytes.fromhex("77005001") + bytes(14)  # kind 0x77, port 0x50, tag 1
+    assert switch.process(0, frame)[0][1][0] == 0  # the empty sets match nothing
+    switch.value_set_set("VsParser.ports", [(0x50,), (0x1BB,), (0x50,)])  # a repeated member is kept once
+    switch.value_set_set("VsParser.pairs", [(0x77, 0x01)])
+    words = switch.ffi.new("uint64_t[]", 8)
+    index = switch.native.gen.value_sets["VsParser.ports"]
+    assert switch.lib.np_value_set_get(switch.native.sw, index, words, 4) == 2
+    assert sorted([(words[0], words[1]), (words[2], words[3])]) == [(0x50, 0), (0x1BB, 0)]  # low, high
+    assert switch.value_set_get("VsParser.ports") == [(0x50,), (0x1BB,)]
+    assert switch.process(0, frame)[0][1][0] == 3  # in both sets: the port and the (kind, tag) pair
+    with pytest.raises(InvalidEntry, match="at most 2"):
+        switch.value_set_set("VsParser.pairs", [(1, 2), (3, 4), (5, 6)])
+    assert switch.value_set_get("VsParser.pairs") == [(0x77, 0x01)]  # refused: C keeps what it had
+    switch.value_set_set("VsParser.ports", [])
+    assert switch.process(0, frame)[0][1][0] == 2
 
 
 def test_what_the_c_back_end_lacks_runs_on_python_with_the_reason_logged_once(

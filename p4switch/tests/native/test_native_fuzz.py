@@ -1,9 +1,9 @@
 """The native engine under AddressSanitizer and UndefinedBehaviorSanitizer (p4switch.native.fuzz): mutated,
 truncated, garbage and jumbo frames through p4src/main.p4 and the test programs with every table, profile,
-group, session and meter filled at random and refilled while frames run; no sanitizer report, no leak, no
-internal error. A program's own STF frames join the seeds, so the passes its cases reach (resubmit and
-recirculate with clones and multicast) run mutated too. A short run (the long one, 1,000,000 frames, is in
-docs/native-engine.md)."""
+parser value set, group, session and meter filled at random and refilled while frames run; no sanitizer
+report, no leak, no internal error. A program's own STF frames join the seeds, so the passes its cases reach
+(resubmit and recirculate with clones and multicast) run mutated too. A short run (the long one, 1,000,000
+frames, is in docs/native-engine.md)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ from p4switch.native import fuzz
 TESTS = Path(__file__).resolve().parents[1]
 PROGRAMS = [TESTS.parents[1] / "p4src" / "main.p4", TESTS / "programs" / "features.p4",
             TESTS / "conformance" / "replication.p4", TESTS / "conformance" / "selector.p4",
-            TESTS / "conformance" / "header_stacks.p4", TESTS / "conformance" / "passes_with_clones.p4"]
+            TESTS / "conformance" / "header_stacks.p4", TESTS / "conformance" / "passes_with_clones.p4",
+            TESTS / "conformance" / "value_sets.p4"]
 FRAMES = {"main.p4": 20_000}
 
 
