@@ -11,7 +11,10 @@ Conventions of the generated code (see p4switch/native/c/np_runtime.h for the va
   stacks ``STK_<element>_<size>`` (their ``e[]`` of headers or header unions); assignment of a header,
   struct or stack is C's struct assignment, which copies every field and the validity as the Python
   engine's ``set_`` does; a stack element at a run-time index is the element or, out of range, a blank of
-  that site zeroed at each use (reads see an invalid zero header, writes are lost);
+  that site zeroed at each use (reads see an invalid zero header, writes are lost); a varbit is a
+  ``VB_<max>`` struct of its length in bits and its bytes (those past the length zero, so equal varbits
+  are equal structs, ``VB_<max>_eq``), extracted at a length checked before any byte is read and packed
+  at its current length;
 - every block is a function taking the per-packet context ``X`` and pointers to its parameters (a
   packet_in/packet_out parameter is X itself); control locals live in a ``Loc_<control>`` the control's
   actions reach as ``L``; an action is ``ACT<n>(X, <params>, L, A)`` with its action data as 64-bit
@@ -144,6 +147,8 @@ class CCodegen(Generator):
             return f"S_{cid(t.name)}"
         if isinstance(t, ir.TStack):
             return self.stack_type(t)
+        if isinstance(t, ir.TVarbit):
+            return f"VB_{t.max}"
         raise NativeUnsupported(f"values of type {t.k}")
 
     def utype(self, t: ir.Type) -> str:
@@ -185,13 +190,16 @@ class CCodegen(Generator):
 
     def gen_types(self) -> None:
         o = self.out
+        for max_bits in self.varbits_used():
+            self.gen_varbit(max_bits)
         for name, h in self.headers.items():
             o.line(f"typedef struct H_{cid(name)} {{")
             o.indent()
             o.line("uint8_t valid_;")
             for f in h.fields:
-                if f.varbit:  # its length is known at run time only
-                    raise NativeUnsupported(f"header {name}: varbit field {f.name}")
+                if f.varbit:
+                    o.line(f"VB_{f.w} f_{cid(f.name)};")
+                    continue
                 if f.w > MAX_WIDTH:
                     raise NativeUnsupported(f"header {name}: field {f.name} is wider than {MAX_WIDTH} bits")
                 o.line(f"{'s' if f.signed else 'u'}{64 if f.w <= 64 else 128} f_{cid(f.name)};")
@@ -214,17 +222,37 @@ class CCodegen(Generator):
         ctype = f"H_{cid(elem)}" if elem in self.headers else f"S_{cid(elem)}"
         self.out.line(f"typedef struct {{ {ctype} e[{size}]; }} {self.stack_type(ir.TStack(elem, size))};")
 
-    def stacks_used(self) -> list[tuple[str, int]]:
-        """Every header stack type of the structs and locals, so their C types exist before use."""
-        found: dict[tuple[str, int], None] = {}
+    def declared_types(self) -> list[ir.Type]:
+        """The types of every struct member and local."""
         types = [f.type for s in self.structs.values() for f in s.fields]
         blocks: list[ir.Parser | ir.Control] = [*self.program.parsers, *self.program.controls]
         types += [v.type for b in blocks for v in b.locals]
         types += [v.type for a in self.program.actions for v in a.locals]
-        for t in types:
+        return types
+
+    def stacks_used(self) -> list[tuple[str, int]]:
+        """Every header stack type of the structs and locals, so their C types exist before use."""
+        found: dict[tuple[str, int], None] = {}
+        for t in self.declared_types():
             if isinstance(t, ir.TStack):
                 found[(t.elem, t.size)] = None
         return list(found)
+
+    def varbits_used(self) -> list[int]:
+        """The maximum lengths of every varbit of the headers, structs and locals (a C type each)."""
+        found = {f.w for h in self.headers.values() for f in h.fields if f.varbit}
+        found |= {t.max for t in self.declared_types() if isinstance(t, ir.TVarbit)}
+        return sorted(found)
+
+    def gen_varbit(self, max_bits: int) -> None:
+        """A varbit's C type ``VB_<max>``: its length in bits and its bytes, those past the length zero, and
+        its equality ``VB_<max>_eq`` (equal lengths and bits, as the Python engine's (length, value))."""
+        name = f"VB_{max_bits}"
+        o = self.out
+        o.line(f"typedef struct {name} {{ u64 len; uint8_t b[{max(1, (max_bits + 7) // 8)}]; }} {name};")
+        o.line(f"static inline int {name}_eq({name} a, {name} b) {{")
+        o.line("    return a.len == b.len && !memcmp(a.b, b.b, sizeof a.b);")
+        o.line("}")
 
     def struct_order(self) -> list[str]:
         """Structs with the structs they contain first (C needs complete member types)."""
@@ -282,6 +310,9 @@ class CCodegen(Generator):
         o = self.out
         if h.bits % 8:
             return  # refused where extracted or emitted, as in the Python engine
+        if any(f.varbit for f in h.fields):
+            self.gen_pack_varbit(name, h)
+            return
         o.line(f"static void PACK_{cid(name)}(np_x *X, const H_{cid(name)} *h) {{")
         o.indent()
         o.line(f"uint8_t *p = np_emit_space(X, {h.bits // 8});")
@@ -300,6 +331,30 @@ class CCodegen(Generator):
             o.line(f"np_put_be{128 if big else 64}(p + {first}, {nbytes}, {' | '.join(parts)});")
         o.dedent()
         o.line("}")
+
+    def gen_pack_varbit(self, name: str, h: ir.HeaderType) -> None:
+        """PACK_<type> of a header with a varbit field: its fields at their current length, bit by bit."""
+        vb = cid(next(f.name for f in h.fields if f.varbit))
+        o = self.out
+        o.line(f"static void PACK_{cid(name)}(np_x *X, const H_{cid(name)} *h) {{")
+        o.indent()
+        o.line(f"u64 _n = ({h.bits} + h->f_{vb}.len) >> 3, _bit = 0;")
+        o.line("uint8_t *p = np_emit_space(X, _n);")
+        o.line("if (!p) return;")
+        o.line("memset(p, 0, _n);")
+        for f in h.fields:
+            if f.varbit:
+                o.line(f"for (u64 _j = 0; _j < h->f_{vb}.len >> 3; _j++) "
+                       f"np_put_bits(p, &_bit, h->f_{vb}.b[_j], 8);")
+            else:
+                o.line(f"np_put_bits(p, &_bit, (u128)h->f_{cid(f.name)}, {f.w});")
+        o.dedent()
+        o.line("}")
+
+    @staticmethod
+    def max_bytes(h: ir.HeaderType) -> int:
+        """The most bytes a header emits (a varbit at its maximum length)."""
+        return (h.bits + sum(f.w for f in h.fields if f.varbit)) // 8
 
     # ---------------------------------------------------------------------------- expressions
     def expr(self, e: ir.Expr, sc: CScope) -> str:
@@ -400,6 +455,9 @@ class CCodegen(Generator):
         if operator in ("==", "!=", "<", ">", "<=", ">="):
             if isinstance(e.left.type, ir.THeader | ir.TStruct | ir.TStack):
                 raise self.unsupported(e, f"'{operator}' on headers or structs")
+            if isinstance(e.left.type, ir.TVarbit):  # the front end allows only == and != on varbits
+                same = f"VB_{e.left.type.max}_eq({a}, {b})"
+                return f"({same})" if operator == "==" else f"(!{same})"
             return f"(({a}) {operator} ({b}))"
         if operator in ("&&", "||"):
             return f"(({a}) {operator} ({b}))"
@@ -589,6 +647,9 @@ class CCodegen(Generator):
         if hdef.bits % 8:
             raise ProgramError(
                 f"{self.src}: headers whose width is not a multiple of 8 bits are not supported by p4switch")
+        if s.length is not None:
+            self.extract_varbit(s, s.length, hdef, sc)
+            return
         nbytes = hdef.bits // 8
         o = self.out
         o.line(f"if (pos + {nbytes} > n) {{ err = {self.error_code('PacketTooShort')}; goto np_fail; }}")
@@ -609,6 +670,39 @@ class CCodegen(Generator):
                 value = self.field_value(f, f"({bits} & {self.uconst(mask(f.w))})")
                 o.line(f"  _h->f_{cid(f.name)} = {value};")
             o.line("}")
+        o.line("_h->valid_ = 1;")
+        o.dedent()
+        o.line("}")
+
+    def extract_varbit(self, s: ir.Extract, length: ir.Expr, hdef: ir.HeaderType, sc: CScope) -> None:
+        """extract(h, bits) of a header with a varbit field, checked in the Python engine's order: the length
+        a multiple of 8 (else ParserInvalidArgument), at most the varbit's maximum (HeaderTooShort), the
+        header's bytes in the packet (PacketTooShort); the fields after the varbit sit ``_l`` bits later."""
+        vb = next(i for i, f in enumerate(hdef.fields) if f.varbit)
+        h = s.header
+        assert isinstance(h.type, ir.THeader)
+        o = self.out
+        o.line("{")
+        o.indent()
+        o.line(f"u128 _l = (u128)({self.expr(length, sc)});")
+        o.line(f"if (_l & 7) {{ err = {self.error_code('ParserInvalidArgument')}; goto np_fail; }}")
+        too_long = self.error_code("HeaderTooShort")
+        o.line(f"if (_l > {hdef.fields[vb].w}) {{ err = {too_long}; goto np_fail; }}")
+        o.line(f"u64 _nb = ({hdef.bits} + (u64)_l) >> 3;")
+        o.line(f"if (_nb > n - pos) {{ err = {self.error_code('PacketTooShort')}; goto np_fail; }}")
+        o.line(f"const uint8_t *_r = data + pos; H_{cid(h.type.name)} *_h = &({self.expr(h, sc)});")
+        o.line("pos += _nb;")
+        at = 0  # bits of the fixed fields before this one
+        for i, f in enumerate(hdef.fields):
+            var = f"_h->f_{cid(f.name)}"
+            if i == vb:
+                o.line(f"memset(&{var}, 0, sizeof {var}); {var}.len = (u64)_l;")
+                o.line(f"for (u64 _j = 0; _j < {var}.len >> 3; _j++) "
+                       f"{var}.b[_j] = (uint8_t)np_get_bits(_r, {at} + 8 * _j, 8);")
+                continue
+            where = str(at) if i < vb else f"(u64)_l + {at}"
+            o.line(f"{var} = {self.field_value(f, f'np_get_bits(_r, {where}, {f.w})')};")
+            at += f.w
         o.line("_h->valid_ = 1;")
         o.dedent()
         o.line("}")
@@ -640,7 +734,7 @@ class CCodegen(Generator):
         if isinstance(t, ir.TStack):
             hdef = self.headers[t.elem]
             self.check_whole_bytes(hdef)
-            self.deparse_bound += t.size * hdef.bits // 8
+            self.deparse_bound += t.size * self.max_bytes(hdef)
             self.out.line(f"for (int _i = 0; _i < {t.size}; _i++) if (({h}).e[_i].valid_) "
                           f"PACK_{cid(t.elem)}(X, &({h}).e[_i]);")
             return
@@ -648,7 +742,7 @@ class CCodegen(Generator):
             raise self.unsupported(s, f"emit of a {t.k}")
         hdef = self.headers[t.name]
         self.check_whole_bytes(hdef)
-        self.deparse_bound += hdef.bits // 8
+        self.deparse_bound += self.max_bytes(hdef)
         self.out.line(f"if (({h}).valid_) PACK_{cid(t.name)}(X, &({h}));")
 
     def check_whole_bytes(self, hdef: ir.HeaderType) -> None:

@@ -41,11 +41,6 @@ from p4switch.engine.api import (
 from p4switch.native.fuzz import default_seeds, stf_frames
 
 REPO = Path(__file__).resolve().parents[2]
-NOT_NATIVE = {
-    "varbit.p4": "varbit field",
-}
-"""test programs the native engine does not run yet (the Python engine runs them) and the construct its
-fallback note names"""
 CHECK_EVERY = 500
 """frames between two comparisons of every counter, register and statistic"""
 

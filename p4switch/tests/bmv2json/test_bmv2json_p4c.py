@@ -37,8 +37,9 @@ KNOWN = {
     # its JSON does not declare (the varbit member's instance is "saved"): simple_switch refuses that JSON
     # too ("Invalid reference to object of type 'header'"), and so does the loader, naming the reference
     "varbit": "p4c's JSON copies the varbit into an undeclared header instance (userMetadata.saved)",
+    "varbit_fields": "the same undeclared header instance of a varbit struct member (userMetadata.saved)",
 }
-RAISES = {"varbit": bmv2json.BMv2JsonError}
+RAISES = {"varbit": bmv2json.BMv2JsonError, "varbit_fields": bmv2json.BMv2JsonError}
 """The exception a known case fails with, where it is one the loader raises on purpose."""
 
 

@@ -12,7 +12,6 @@ import pytest
 from p4switch import stf
 from p4switch.conformance.driver import InProcessRun
 from p4switch.engine.api import ActionCall, GroupRef, MemberRef, MeterConfig, Ternary
-from p4switch.native import differential
 
 CASES = Path(__file__).resolve().parent
 CASE_FILES = sorted(CASES.glob("*.stf"))
@@ -28,9 +27,7 @@ def test_every_case_has_its_program() -> None:
 @pytest.mark.parametrize("case", CASE_FILES, ids=[c.stem for c in CASE_FILES])
 def test_conformance_case(case: Path, engine: str) -> None:
     run = InProcessRun.compile(case.with_suffix(".p4"), engine=engine)
-    missing = differential.NOT_NATIVE.get(case.with_suffix(".p4").name) if engine == "native" else None
-    assert run.switch.engine == ("python" if missing else engine), run.switch.engine_note
-    assert not missing or missing in (run.switch.engine_note or "")  # the fallback says why
+    assert run.switch.engine == engine, run.switch.engine_note
     mismatches = run.execute(stf.load(case))
     assert not mismatches, "\n".join(mismatches)
     assert not run.digests, f"digests nobody checked: {run.digests}"

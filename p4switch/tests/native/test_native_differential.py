@@ -11,18 +11,8 @@ import pytest
 
 from p4switch.native import differential
 
-FALLBACKS = differential.NOT_NATIVE
-PROGRAMS = [p for p in differential.default_programs() if p.name not in FALLBACKS]
+PROGRAMS = differential.default_programs()
 FRAMES = {"main.p4": 4000}
-
-
-@pytest.mark.parametrize("name", sorted(FALLBACKS))
-def test_a_program_the_native_engine_cannot_run_falls_back_with_its_reason(name: str) -> None:
-    source = next(p for p in differential.default_programs() if p.name == name)
-    outcome = differential.run_program(source, 10, seed=11)
-    assert outcome.engine == "python" and outcome.frames == 0
-    note = outcome.differences[0]
-    assert "not run on the native engine" in note and FALLBACKS[name] in note
 
 
 @pytest.mark.parametrize("source", PROGRAMS, ids=[p.name for p in PROGRAMS])

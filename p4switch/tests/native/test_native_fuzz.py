@@ -19,7 +19,8 @@ TESTS = Path(__file__).resolve().parents[1]
 PROGRAMS = [TESTS.parents[1] / "p4src" / "main.p4", TESTS / "programs" / "features.p4",
             TESTS / "conformance" / "replication.p4", TESTS / "conformance" / "selector.p4",
             TESTS / "conformance" / "header_stacks.p4", TESTS / "conformance" / "passes_with_clones.p4",
-            TESTS / "conformance" / "value_sets.p4"]
+            TESTS / "conformance" / "value_sets.p4", TESTS / "conformance" / "varbit.p4",
+            TESTS / "conformance" / "varbit_fields.p4"]
 FRAMES = {"main.p4": 20_000}
 
 
